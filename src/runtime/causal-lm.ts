@@ -1,0 +1,211 @@
+/**
+ * `CausalLM`: a decoder in optimum's `text-generation-with-past` layout run with ONNX Runtime.
+ * Batched sampling with a KV cache (`generate`) and teacher-forced target scoring
+ * (`scoreTargets`, SPEC §4).
+ */
+import { MempoRuntimeError, invalidArgument } from './errors';
+import { checkModelIO, locateModelFiles, readModelConfig, type ModelConfig, type ModelIO } from './model-dir';
+import { getOrt, type ExecutionProvider, type OrtSession, type OrtTensor, type SessionOptions } from './ort';
+import { KVCache } from './kv-cache';
+import { Tokenizer } from './tokenizer';
+import { generate, type GenerateOptions, type GenerationResult, type GenerationStats, type PromptInput } from './generate';
+import { scoreTargets, type ScoreItem, type ScoreOptions, type ScoreStats } from './scorer';
+
+export interface LoadOptions {
+  /** ORT execution providers, passed through (default `['cpu']`), e.g. `['cuda', 'cpu']`. */
+  executionProviders?: ExecutionProvider[];
+  /** Extra ORT session options (threads, graph optimisation level, ...). */
+  sessionOptions?: SessionOptions;
+  /** The ONNX file, relative to the directory (default `model.onnx`, else `onnx/model.onnx`). */
+  modelFile?: string;
+  /** Load the tokenizer from the same directory (default true), or pass one, or false for none. */
+  tokenizer?: boolean | Tokenizer;
+}
+
+export interface ForwardInput {
+  /** `[batch, seqLen]` token ids, row-major. */
+  inputIds: BigInt64Array;
+  batch: number;
+  seqLen: number;
+  /** `[batch, past + seqLen]`. */
+  attentionMask: BigInt64Array;
+  /** `[batch, seqLen]`; ignored when the model does not take position ids. */
+  positionIds: BigInt64Array;
+  past: KVCache;
+  /** Also fetch `present.*` (the next cache). Default true. */
+  fetchPresent?: boolean;
+}
+
+export interface ForwardOutput {
+  /** `[batch, seqLen, vocab]` row-major, as ORT returned it (not copied). */
+  logits: Float32Array;
+  present: KVCache | undefined;
+}
+
+export class CausalLM {
+  private session: OrtSession | undefined;
+
+  private constructor(
+    readonly dir: string,
+    readonly modelPath: string,
+    readonly config: ModelConfig,
+    readonly io: ModelIO,
+    session: OrtSession,
+    readonly tokenizer: Tokenizer | undefined,
+  ) {
+    this.session = session;
+  }
+
+  /**
+   * Opens a model directory. Checks config.json, the ONNX file and its inputs/outputs before
+   * returning; every problem is an error naming the file or tensor.
+   */
+  static async load(dir: string, options: LoadOptions = {}): Promise<CausalLM> {
+    if (typeof dir !== 'string' || dir.length === 0) throw invalidArgument('a model directory path', 'dir', dir);
+    const files = locateModelFiles(dir, options.modelFile);
+    const config = readModelConfig(files);
+    let tokenizer: Tokenizer | undefined;
+    if (options.tokenizer instanceof Tokenizer) tokenizer = options.tokenizer;
+    else if (options.tokenizer !== false) tokenizer = await Tokenizer.load(files.dir);
+    const ort = getOrt();
+    let session: OrtSession;
+    try {
+      session = await ort.InferenceSession.create(files.modelPath, {
+        ...options.sessionOptions,
+        executionProviders: options.executionProviders ?? options.sessionOptions?.executionProviders ?? ['cpu'],
+      });
+    } catch (err) {
+      throw new MempoRuntimeError('ERR_MODEL_IO', `ONNX Runtime could not open ${files.modelPath}: ${(err as Error).message}`);
+    }
+    let io: ModelIO;
+    try {
+      const s = session as OrtSession & { inputMetadata?: unknown; outputMetadata?: unknown };
+      io = checkModelIO(
+        files.modelPath,
+        config,
+        session.inputNames,
+        session.outputNames,
+        Array.isArray(s.inputMetadata) ? s.inputMetadata : undefined,
+        Array.isArray(s.outputMetadata) ? s.outputMetadata : undefined,
+      );
+    } catch (err) {
+      await session.release();
+      throw err;
+    }
+    if (tokenizer !== undefined && tokenizer.size > config.vocabSize) {
+      await session.release();
+      throw new MempoRuntimeError(
+        'ERR_MODEL_CONFIG',
+        `The tokenizer in ${tokenizer.dir} has ${tokenizer.size} ids but the model's vocab_size is ${config.vocabSize}`,
+      );
+    }
+    return new CausalLM(files.dir, files.modelPath, config, io, session, tokenizer);
+  }
+
+  /** Id used to fill padding positions (never attended to). */
+  get padTokenId(): number {
+    return this.config.padTokenId ?? this.tokenizer?.padTokenId ?? this.config.eosTokenIds[0] ?? 0;
+  }
+
+  /** Ids that end a generation: config/generation_config eos, else the tokenizer's eos. */
+  get eosTokenIds(): number[] {
+    if (this.config.eosTokenIds.length > 0) return this.config.eosTokenIds;
+    const e = this.tokenizer?.eosTokenId;
+    return e === undefined ? [] : [e];
+  }
+
+  /** One forward pass. Low level: shapes are the caller's responsibility. */
+  async forward(input: ForwardInput): Promise<ForwardOutput> {
+    const session = this.session;
+    if (session === undefined) throw new MempoRuntimeError('ERR_DISPOSED', `The model ${this.modelPath} has been disposed`);
+    const ort = getOrt();
+    const { batch, seqLen, past } = input;
+    const total = past.length + seqLen;
+    const feeds: Record<string, OrtTensor> = {
+      input_ids: new ort.Tensor('int64', input.inputIds, [batch, seqLen]),
+      attention_mask: new ort.Tensor('int64', input.attentionMask, [batch, total]),
+    };
+    if (this.io.hasPositionIds) feeds['position_ids'] = new ort.Tensor('int64', input.positionIds, [batch, seqLen]);
+    if (this.io.hasUseCacheBranch) feeds['use_cache_branch'] = new ort.Tensor('bool', [past.length > 0], [1]);
+    for (let i = 0; i < this.config.numLayers; i++) {
+      feeds[this.io.pastKeyNames[i]!] = past.keys[i]!;
+      feeds[this.io.pastValueNames[i]!] = past.values[i]!;
+    }
+    const fetchPresent = input.fetchPresent ?? true;
+    const fetches = fetchPresent
+      ? ['logits', ...this.io.presentKeyNames, ...this.io.presentValueNames]
+      : ['logits'];
+    const out = await session.run(feeds, fetches);
+    const logitsT = out['logits'] as OrtTensor | undefined;
+    if (logitsT === undefined) throw new MempoRuntimeError('ERR_MODEL_IO', `${this.modelPath} returned no logits`);
+    const V = this.config.vocabSize;
+    const dims = logitsT.dims;
+    if (dims.length !== 3 || dims[0] !== batch || dims[1] !== seqLen || dims[2] !== V) {
+      throw new MempoRuntimeError(
+        'ERR_MODEL_IO',
+        `${this.modelPath} returned logits of shape [${dims.join(', ')}], expected [${batch}, ${seqLen}, ${V}]`,
+      );
+    }
+    let present: KVCache | undefined;
+    if (fetchPresent) {
+      const keys = this.io.presentKeyNames.map((n) => out[n] as OrtTensor);
+      const values = this.io.presentValueNames.map((n) => out[n] as OrtTensor);
+      const d = keys[0]!.dims;
+      if (d[0] !== batch || d[1] !== this.config.numKvHeads || d[2] !== total || d[3] !== this.config.headDim) {
+        throw new MempoRuntimeError(
+          'ERR_MODEL_IO',
+          `${this.modelPath} returned ${this.io.presentKeyNames[0]} of shape [${d.join(', ')}], expected ` +
+            `[${batch}, ${this.config.numKvHeads}, ${total}, ${this.config.headDim}]`,
+        );
+      }
+      present = new KVCache(keys, values, batch, total, this.config.numKvHeads, this.config.headDim);
+    }
+    return { logits: logitsT.data as Float32Array, present };
+  }
+
+  /** An empty cache for `batch` rows. */
+  emptyCache(batch: number): KVCache {
+    return KVCache.empty(this.config.numLayers, batch, this.config.numKvHeads, this.config.headDim);
+  }
+
+  /**
+   * Logits `[ids.length, vocab]` of one unpadded sequence (teacher forcing, no cache): the
+   * reference the batched scorer is tested against.
+   */
+  async logitsOf(ids: ArrayLike<number>): Promise<Float32Array> {
+    const n = ids.length;
+    const inputIds = new BigInt64Array(n);
+    const positionIds = new BigInt64Array(n);
+    for (let i = 0; i < n; i++) {
+      inputIds[i] = BigInt(ids[i]!);
+      positionIds[i] = BigInt(i);
+    }
+    const attentionMask = new BigInt64Array(n).fill(1n);
+    const out = await this.forward({ inputIds, batch: 1, seqLen: n, attentionMask, positionIds, past: this.emptyCache(1), fetchPresent: false });
+    return out.logits;
+  }
+
+  /** Samples continuations of many prompts at once (see `GenerateOptions`). Results in prompt order. */
+  generate(prompts: readonly PromptInput[], options: GenerateOptions): Promise<GenerationResult[]> {
+    return generate(this, prompts, options);
+  }
+
+  /** Statistics of the last `generate` call (steps, tokens, compactions). */
+  lastGenerationStats: GenerationStats | undefined;
+  /** Statistics of the last `scoreTargets` call (micro-batches, padded tokens). */
+  lastScoreStats: ScoreStats | undefined;
+
+  /**
+   * SPEC §4: per item, log π(target_t | context, target_<t) for every target token, all items in
+   * one call (micro-batched internally by a token budget).
+   */
+  scoreTargets(items: readonly ScoreItem[], options: ScoreOptions = {}): Promise<Float32Array[]> {
+    return scoreTargets(this, items, options);
+  }
+
+  async dispose(): Promise<void> {
+    const s = this.session;
+    this.session = undefined;
+    if (s !== undefined) await s.release();
+  }
+}

@@ -1,0 +1,13 @@
+export { CausalLM } from './causal-lm';
+export type { LoadOptions, ForwardInput, ForwardOutput } from './causal-lm';
+export { Tokenizer } from './tokenizer';
+export type { ChatMessage, ChatTemplateOptions } from './tokenizer';
+export type { GenerateOptions, GenerationResult, GenerationStats, FinishReason, PromptInput } from './generate';
+export type { ScoreItem, ScoreOptions, ScoreStats } from './scorer';
+export type { SamplingParams } from './sampler';
+export type { ModelConfig, ModelIO } from './model-dir';
+export { KVCache } from './kv-cache';
+export { MempoRuntimeError } from './errors';
+export type { RuntimeErrorCode } from './errors';
+export { createRng } from './rng';
+export type { Rng } from './rng';
