@@ -1,0 +1,22 @@
+{
+  "targets": [
+    {
+      "target_name": "mempo",
+      "sources": [
+        "native/binding.cc",
+        "native/cpu/gather_logprobs.cc",
+        "native/cpu/answer_probability.cc",
+        "native/cpu/advantage.cc",
+        "native/cpu/ppo_loss.cc",
+        "native/cpu/bandwidth.cc"
+      ],
+      "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
+      "defines": ["NAPI_VERSION=8", "NODE_ADDON_API_CPP_EXCEPTIONS"],
+      "cflags!": ["-fno-exceptions"],
+      "cflags_cc!": ["-fno-exceptions"],
+      "cflags_cc": ["-std=c++17", "-O3", "-fexceptions", "-pthread"],
+      "ldflags": ["-pthread"],
+      "xcode_settings": { "GCC_ENABLE_CPP_EXCEPTIONS": "YES", "CLANG_CXX_LANGUAGE_STANDARD": "c++17" }
+    }
+  ]
+}

@@ -1,0 +1,15 @@
+// The whole suite runs once per backend: every test file executes under MEMPO_BACKEND=native and
+// again under MEMPO_BACKEND=js (test/setup/backend-*.js), and each checks which one loaded.
+const base = {
+  testEnvironment: 'node',
+  testMatch: ['<rootDir>/test/**/*.test.ts'],
+  transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: '<rootDir>/tsconfig.json', diagnostics: false }] },
+};
+
+module.exports = {
+  testTimeout: 120000,
+  projects: [
+    { ...base, displayName: 'native', setupFiles: ['<rootDir>/test/setup/backend-native.js'] },
+    { ...base, displayName: 'js', setupFiles: ['<rootDir>/test/setup/backend-js.js'] },
+  ],
+};

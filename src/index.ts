@@ -1,0 +1,19 @@
+/**
+ * mempo: MemPO (Self-Memory Policy Optimization) for Node.
+ * The kernel API below is stable: names and argument order are fixed for trainers that depend
+ * on them. Every kernel validates its input, then runs on the native addon or the pure-JS twin.
+ */
+export { backend, setBackend, nativeLoadErrors } from './backend';
+export type { Backend } from './backend';
+
+export { extractSolution, normalizeAnswer, emCheck, f1Score, validateFormat, computeScore } from './rewards';
+export type { FormatResult, ComputeScoreOptions } from './rewards';
+
+export { grpoOutcomeAdvantage, memoryAdvantage, finalAdvantage, groupNormalize } from './advantage';
+export type { GroupNormOptions, MemoryAdvantageOptions, MemGrouping } from './advantage';
+
+export { gatherLogProbs, answerProbability, memoryRewards } from './scoring';
+export type { AnswerProbabilityOptions, MemoryRewards } from './scoring';
+
+export { ppoPolicyLoss, AGG_MODES, KL_TYPES } from './loss';
+export type { PpoPolicyLossInput, PpoPolicyLossResult, AggMode, KlType } from './loss';

@@ -1,0 +1,35 @@
+/** Shared test utilities: a seeded RNG and closeness checks. */
+export function rng(seed: number): () => number {
+  let s = seed >>> 0 || 1;
+  return () => {
+    // mulberry32
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** Index of the first element where |a-b| > atol + rtol*|b| (NaN must match NaN), or -1. */
+export function firstMismatch(a: ArrayLike<number>, b: ArrayLike<number>, atol = 1e-5, rtol = 1e-5): number {
+  if (a.length !== b.length) return 0;
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i]!;
+    const y = b[i]!;
+    if (Number.isNaN(x) || Number.isNaN(y)) {
+      if (Number.isNaN(x) !== Number.isNaN(y)) return i;
+      continue;
+    }
+    if (x === y) continue;
+    if (!(Math.abs(x - y) <= atol + rtol * Math.abs(y))) return i;
+  }
+  return -1;
+}
+
+export function expectClose(a: ArrayLike<number>, b: ArrayLike<number>, atol = 1e-5, rtol = 1e-5): void {
+  const i = firstMismatch(a, b, atol, rtol);
+  if (i !== -1) throw new Error(`mismatch at ${i}: ${a[i]} vs ${b[i]} (lengths ${a.length}, ${b.length})`);
+}
+
+export const EXPECTED_BACKEND = process.env.MEMPO_BACKEND === 'js' ? 'js' : 'native';

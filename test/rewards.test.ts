@@ -1,0 +1,100 @@
+import { computeScore, emCheck, extractSolution, f1Score, normalizeAnswer, validateFormat } from '../src';
+
+const round = (action: string) => `<mem> facts </mem><think> plan </think>${action}`;
+const obs = '<information>Doc 1 (X): <b>raw</b> text with <answer>fake</answer></information>\n';
+
+describe('extractSolution', () => {
+  it('returns the trimmed content of the last answer', () => {
+    expect(extractSolution('<answer> a </answer> x <answer>\n Paris \n</answer>')).toBe('Paris');
+  });
+  it('returns null without an answer and for an unclosed one', () => {
+    expect(extractSolution('<think>no</think>')).toBeNull();
+    expect(extractSolution('<answer>open')).toBeNull();
+  });
+  it('throws a TypeError naming the argument for a non-string', () => {
+    expect(() => extractSolution(42 as unknown as string)).toThrow('Expected a string for text but received 42');
+  });
+});
+
+describe('normalizeAnswer', () => {
+  it('lowercases, drops punctuation and articles, collapses whitespace', () => {
+    expect(normalizeAnswer('  The  Eiffel-Tower, an  Icon! ')).toBe('eiffeltower icon');
+  });
+  it('maps True/False to yes/no', () => {
+    expect(normalizeAnswer('True')).toBe('yes');
+    expect(normalizeAnswer(' false ')).toBe('no');
+  });
+  it('keeps article letters inside words', () => {
+    expect(normalizeAnswer('Theatre anthem')).toBe('theatre anthem');
+  });
+});
+
+describe('emCheck and f1Score', () => {
+  it('matches any gold after normalisation', () => {
+    expect(emCheck('the paris', ['London', 'Paris'])).toBe(1);
+    expect(emCheck('Paris France', ['Paris'])).toBe(0);
+    expect(emCheck(null, 'Paris')).toBe(0);
+    expect(emCheck('yes', 'True')).toBe(1);
+  });
+  it('computes token F1 as the max over golds', () => {
+    expect(f1Score('new york city', ['york', 'new york'])).toBeCloseTo(0.8, 10);
+    expect(f1Score('a', ['b'])).toBe(0);
+    expect(f1Score(null, ['b'])).toBe(0);
+  });
+  it('rejects empty or non-string golds', () => {
+    expect(() => emCheck('x', [])).toThrow('Expected a string or a non-empty array of strings for golds');
+    expect(() => f1Score('x', [1 as unknown as string])).toThrow(TypeError);
+  });
+});
+
+describe('validateFormat', () => {
+  it('accepts search rounds with observations and a final answer round', () => {
+    const resp = round('<search> q1 </search>') + obs + round('<search>q2</search>') + obs + round('<answer>x</answer>');
+    expect(validateFormat(resp)).toEqual({ valid: true });
+    expect(validateFormat(round('<search>q</search>'))).toEqual({ valid: true });
+  });
+  it('requires an answer round when asked', () => {
+    expect(validateFormat(round('<search>q</search>'), { requireAnswer: true })).toEqual({
+      valid: false,
+      reason: 'round 1: the response ends without an <answer> round',
+    });
+  });
+  it.each([
+    ['<think>t</think><search>q</search>', 'round 1: expected <mem> to open the round but found <think>'],
+    ['<mem>m</mem><search>q</search>', 'round 1: expected <think> after </mem> but found <search>'],
+    ['<mem>m</mem><think>t</think>', 'round 1: expected <search> or <answer> after </think> but the response ended'],
+    ['<mem>m<think>t</think></mem>', 'round 1: <mem> is not closed before <think>'],
+    ['<mem>m</mem> hi <think>t</think><answer>a</answer>', 'round 1: text outside tags before <think>'],
+    ['<mem>m</mem><think>t</think><answer>a</answer> trailing', 'round 1: text outside tags at the end'],
+    [round('<answer>a</answer>') + round('<answer>b</answer>'), 'round 2: text after the answer round'],
+    [round('<search>q</search><search>r</search>'), 'round 2: expected <mem> to open the round but found <search>'],
+    [round('<search>q</search>') + '<information>open', 'round 1: <information> is not closed'],
+    ['', 'empty response: expected <mem> to open the round'],
+    ['just text', 'no tags: expected <mem> to open the round'],
+  ])('rejects %j', (resp, reason) => {
+    expect(validateFormat(resp)).toEqual({ valid: false, reason });
+  });
+});
+
+describe('computeScore', () => {
+  const good = round('<search>q</search>') + obs + round('<answer> Paris </answer>');
+  it('is EM of the last answer when the format is valid', () => {
+    expect(computeScore(good, ['paris'])).toBe(1);
+    expect(computeScore(good, ['rome'])).toBe(0);
+  });
+  it('is formatScore when the format is invalid', () => {
+    expect(computeScore('<answer>Paris</answer>', ['paris'])).toBe(0);
+    expect(computeScore('<answer>Paris</answer>', ['paris'], { formatScore: 0.1 })).toBe(0.1);
+  });
+  it('supports the f1 metric', () => {
+    expect(computeScore(good, ['paris france'], { metric: 'f1' })).toBeCloseTo(2 / 3, 10);
+  });
+  it('rejects unknown options with a hint', () => {
+    expect(() => computeScore(good, ['x'], { formatscore: 1 } as never)).toThrow(
+      'Unknown option "formatscore" in opts: misspelled option "formatscore" should be "formatScore"',
+    );
+    expect(() => computeScore(good, ['x'], { metric: 'bleu' } as never)).toThrow(
+      "Expected one of 'em', 'f1' for opts.metric but received \"bleu\"",
+    );
+  });
+});

@@ -1,0 +1,1 @@
+process.env.MEMPO_BACKEND = 'native';
