@@ -1,0 +1,120 @@
+/**
+ * @jest-environment ./test/runtime-environment.js
+ */
+import { backend, setBackend } from '../src/backend';
+import { CausalLM } from '../src/runtime';
+import { EXPECTED_BACKEND } from './helpers';
+import { MODEL_DIR, maxAbsDiff, randomIds, referenceLogprobs } from './runtime-helpers';
+
+let model: CausalLM;
+beforeAll(async () => {
+  model = await CausalLM.load(MODEL_DIR);
+});
+afterAll(async () => {
+  await model.dispose();
+});
+
+/** A MemPO-shaped set: shared-prefix contexts of varied lengths, short answer targets. */
+function items(): { contextIds: number[]; targetIds: number[] }[] {
+  const out: { contextIds: number[]; targetIds: number[] }[] = [];
+  const lengths = [1, 2, 7, 31, 64, 5, 120, 33, 17, 90, 3, 48];
+  lengths.forEach((n, i) => {
+    const target = [9, ...randomIds(1 + (i % 5), 100 + i), 10];
+    out.push({ contextIds: randomIds(n, i + 1), targetIds: target });
+  });
+  return out;
+}
+
+describe('scoreTargets on the embedded model', () => {
+  it('runs on the backend this project asked for', () => {
+    expect(backend()).toBe(EXPECTED_BACKEND);
+  });
+
+  it('equals teacher forcing one unpadded sequence at a time within 1e-4 (right padding)', async () => {
+    const batch = items();
+    const got = await model.scoreTargets(batch);
+    expect(got).toHaveLength(batch.length);
+    expect(model.lastScoreStats!.microBatches).toBe(1);
+    for (let i = 0; i < batch.length; i++) {
+      const ref = await referenceLogprobs(model, batch[i]!.contextIds, batch[i]!.targetIds);
+      expect(got[i]).toBeInstanceOf(Float32Array);
+      expect(maxAbsDiff(got[i]!, ref)).toBeLessThan(1e-4);
+    }
+  });
+
+  it('equals teacher forcing with left padding', async () => {
+    const batch = items();
+    const got = await model.scoreTargets(batch, { padding: 'left' });
+    for (let i = 0; i < batch.length; i++) {
+      const ref = await referenceLogprobs(model, batch[i]!.contextIds, batch[i]!.targetIds);
+      expect(maxAbsDiff(got[i]!, ref)).toBeLessThan(1e-4);
+    }
+  });
+
+  it('splits into micro-batches by the padded token budget and returns items in input order', async () => {
+    const batch = items();
+    const whole = await model.scoreTargets(batch);
+    const split = await model.scoreTargets(batch, { maxBatchTokens: 200 });
+    const stats = model.lastScoreStats!;
+    expect(stats.microBatches).toBeGreaterThan(3);
+    expect(stats.items).toBe(batch.length);
+    expect(stats.targetTokens).toBe(batch.reduce((a, b) => a + b.targetIds.length, 0));
+    expect(stats.paddedTokens).toBeGreaterThanOrEqual(stats.tokens);
+    for (let i = 0; i < batch.length; i++) expect(maxAbsDiff(split[i]!, whole[i]!)).toBeLessThan(1e-4);
+  });
+
+  it('caps the token budget by maxLogitsBytes', async () => {
+    const batch = items();
+    // 2048-wide vocab, 4 bytes: 130 padded tokens per pass. Lengths sorted: 124 | 97 | 71 |
+    // 52 38 | 37 23 12 | 8 6 6 4 (rows x longest row <= 130).
+    await model.scoreTargets(batch, { maxLogitsBytes: 130 * 2048 * 4 });
+    const stats = model.lastScoreStats!;
+    expect(stats.microBatches).toBe(6);
+    expect(stats.paddedTokens).toBe(124 + 97 + 71 + 2 * 52 + 3 * 37 + 4 * 8);
+  });
+
+  it('gathers the same log-probs on the native and the JS kernels', async () => {
+    const batch = items();
+    const before = backend();
+    try {
+      setBackend('js');
+      const js = await model.scoreTargets(batch);
+      setBackend('native');
+      const native = await model.scoreTargets(batch);
+      for (let i = 0; i < batch.length; i++) expect(maxAbsDiff(native[i]!, js[i]!)).toBeLessThan(1e-5);
+    } finally {
+      setBackend(before);
+    }
+  });
+
+  it('hands the kernel only the target rows, as views of the logits', async () => {
+    const batch = items();
+    const calls: { rows: number; length: number; shared: boolean }[] = [];
+    let buffer: ArrayBufferLike | undefined;
+    await model.scoreTargets(batch, {
+      gather: (logits, targets, rows, vocab) => {
+        buffer ??= logits.buffer;
+        calls.push({ rows, length: logits.length, shared: logits.buffer === buffer });
+        expect(targets.length).toBe(rows);
+        return new Float32Array(rows);
+      },
+    });
+    expect(calls).toHaveLength(batch.length);
+    for (const c of calls) {
+      expect(c.length).toBe(c.rows * 2048);
+      expect(c.shared).toBe(true);
+    }
+  });
+
+  it('keeps the oldest context tokens out only when truncate is left', async () => {
+    const V = model.config.maxPositions;
+    const context = randomIds(V, 7);
+    const target = [9, 500, 10];
+    await expect(model.scoreTargets([{ contextIds: [1, 2], targetIds: [3] }, { contextIds: context, targetIds: target }])).rejects.toThrow(
+      `items[1] has ${V} context + 3 target tokens = ${V + 3}, more than the model's maximum length ${V} (pass truncate: 'left' to drop the oldest context tokens)`,
+    );
+    const [got] = await model.scoreTargets([{ contextIds: context, targetIds: target }], { truncate: 'left' });
+    const ref = await referenceLogprobs(model, context.slice(3), target);
+    expect(maxAbsDiff(got!, ref)).toBeLessThan(1e-4);
+  });
+});
