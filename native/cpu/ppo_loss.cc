@@ -114,7 +114,7 @@ PpoLossResult ppo_policy_loss(const float* logp, const float* old_logp, const fl
   res.loss = total.pg + kl_coef * total.kl;
   res.kl = total.kl;
   res.clip_frac = tokens == 0 ? 0.0 : double(total.clipped) / double(tokens);
-  res.approx_kl = tokens == 0 ? 0.0 : -total.neg_kl / double(tokens);
+  res.approx_kl = tokens == 0 ? 0.0 : (0.0 - total.neg_kl) / double(tokens);  // +0, not -0
   return res;
 }
 

@@ -180,7 +180,7 @@ function ppoPolicyLossJs(
     loss: pgLoss + klCoef * klLoss,
     grad,
     clipFrac: tokens === 0 ? 0 : clipped / tokens,
-    approxKl: tokens === 0 ? 0 : -negKlSum / tokens,
+    approxKl: tokens === 0 ? 0 : (0 - negKlSum) / tokens,
     kl: klLoss,
   };
 }

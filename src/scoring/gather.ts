@@ -31,11 +31,11 @@ export function gatherLogProbs(logits: Float32Array, targets: Int32Array, rows: 
       if (x > max) {
         sum = sum * Math.exp(max - x) + 1;
         max = x;
-      } else {
-        sum += Math.exp(x - max);
+      } else if (x !== -Infinity) {
+        sum += Math.exp(x - max); // NaN propagates
       }
     }
-    out[r] = max === Infinity ? NaN : logits[base + targets[r]!]! - max - Math.log(sum);
+    out[r] = max === Infinity || max === -Infinity ? NaN : logits[base + targets[r]!]! - max - Math.log(sum);
   }
   return out;
 }

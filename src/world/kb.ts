@@ -157,10 +157,12 @@ export const ORG_SUFFIXES = ['Group', 'Press', 'Guild', 'Bank', 'Works', 'Studio
 export const WORK_ADJECTIVES = [
   'Silent', 'Golden', 'Hidden', 'Broken', 'Last', 'Distant', 'Burning', 'Frozen', 'Quiet', 'Wild',
   'Crimson', 'Hollow', 'Secret', 'Endless', 'Iron', 'Silver', 'Bitter', 'Lost', 'Pale', 'Restless',
+  'Amber', 'Gentle', 'Northern', 'Sunken', 'Scarlet', 'Velvet', 'Ancient', 'Painted', 'Shining', 'Weary',
 ];
 export const WORK_NOUNS = [
   'Orchard', 'River', 'Tower', 'Garden', 'Harbor', 'Mirror', 'Winter', 'Lantern', 'Forest', 'Crown',
   'Bridge', 'Voyage', 'Island', 'Letter', 'Mountain', 'Shadow', 'Engine', 'Song', 'Window', 'Empire',
+  'Valley', 'Storm', 'Feather', 'Castle', 'Meadow', 'Compass', 'Tide', 'Ember', 'Chapel', 'Desert',
 ];
 
 function syllable(rng: Rng): string {
@@ -205,7 +207,7 @@ export interface WorldSizes {
 }
 
 export const DEFAULT_SIZES: Record<Split, WorldSizes> = {
-  train: { person: 320, org: 110, city: 80, country: 14, work: 160 },
+  train: { person: 1000, org: 330, city: 220, country: 36, work: 480 },
   dev: { person: 60, org: 22, city: 16, country: 4, work: 30 },
   test: { person: 140, org: 48, city: 36, country: 7, work: 70 },
 };
@@ -240,7 +242,7 @@ export function buildKB(seed: number, sizes: Record<Split, WorldSizes> = DEFAULT
     }
   }
   const firstNames: [string, string][] = [];
-  for (let i = 0; i < 90; i++) firstNames.push(freshWord(2));
+  for (let i = 0; i < 160; i++) firstNames.push(freshWord(2));
 
   function add(type: EntityType, split: Split, name: string, syl: string): Entity {
     const id = `${type}-${entities.length}`;
