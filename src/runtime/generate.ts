@@ -44,6 +44,12 @@ export interface GenerateOptions {
   truncate?: 'error' | 'left';
   /** Decode the generated ids to `text` (default true when the model has a tokenizer). */
   decode?: boolean;
+  /**
+   * Called before each sampling with the sequence's last-position logits row (a view into the
+   * model output that may be modified in place, e.g. to ban or force tokens), the prompt index
+   * and the number of tokens generated so far.
+   */
+  logitsProcessor?: (row: Float32Array, promptIndex: number, generated: readonly number[]) => void;
 }
 
 export type FinishReason = 'stop' | 'eos' | 'length' | 'context';
@@ -122,6 +128,8 @@ export async function generate(model: CausalLM, prompts: readonly PromptInput[],
   const eosIds = options.eosTokenIds === undefined ? model.eosTokenIds : Array.from(checkTokenIds(options.eosTokenIds, V, 'options.eosTokenIds'));
   const matcher = new StopMatcher(model.tokenizer, stops, eosIds, stopIds);
   const decode = (options.decode ?? true) && model.tokenizer !== undefined;
+  const processor = options.logitsProcessor;
+  if (processor !== undefined && typeof processor !== 'function') throw invalidArgument('a function', 'options.logitsProcessor', processor);
 
   const seqs: Seq[] = prompts.map((p, index) => {
     const isObj = p !== null && typeof p === 'object' && !Array.isArray(p) && !ArrayBuffer.isView(p) && 'ids' in p;
@@ -166,7 +174,7 @@ export async function generate(model: CausalLM, prompts: readonly PromptInput[],
     const firstLen = pending[i]!.prompt.length;
     while (j < pending.length && j - i < maxBatch && (model.io.hasPositionIds || pending[j]!.prompt.length === firstLen)) j++;
     stats.waves++;
-    await runWave(model, pending.slice(i, j), params, matcher, scratch, maxLogitsBytes, stats, finish);
+    await runWave(model, pending.slice(i, j), params, matcher, scratch, maxLogitsBytes, stats, finish, processor);
     i = j;
   }
   model.lastGenerationStats = stats;
@@ -182,6 +190,7 @@ async function runWave(
   maxLogitsBytes: number,
   stats: GenerationStats,
   finish: (s: Seq, reason: FinishReason, stop?: string) => void,
+  processor: GenerateOptions['logitsProcessor'],
 ): Promise<void> {
   const V = model.config.vocabSize;
   const maxPos = model.config.maxPositions;
@@ -226,6 +235,7 @@ async function runWave(
     for (let r = 0; r < b; r++) {
       const s = live[r]!;
       const row = logits.subarray(r * rowStride + rowOffset, r * rowStride + rowOffset + V);
+      if (processor !== undefined) processor(row, s.index, s.out);
       const { token, logprob } = sampleRow(row, params, s.rng, scratch);
       s.out.push(token);
       s.lps.push(logprob);

@@ -1,0 +1,210 @@
+/**
+ * @jest-environment ./test/runtime-environment.js
+ */
+import { backend } from '../src/backend';
+import { CausalLM } from '../src/runtime';
+import { EXPECTED_BACKEND } from './helpers';
+import { MODEL_DIR, maxAbsDiff, randomIds, referenceLogprobs } from './runtime-helpers';
+
+let model: CausalLM;
+beforeAll(async () => {
+  model = await CausalLM.load(MODEL_DIR);
+});
+afterAll(async () => {
+  await model.dispose();
+});
+
+const STOPS = ['</search>', '</answer>'];
+
+function prompts(): number[][] {
+  const tk = model.tokenizer!;
+  const qs = ['Who founded the city?', 'When was the bridge built?', 'Which river runs past the old mill?', 'Name it.'];
+  return qs.map((q) => tk.applyChatTemplate([{ role: 'system', content: 'Answer with tags.' }, { role: 'user', content: q }]));
+}
+
+describe('CausalLM.generate on the embedded model', () => {
+  it('runs on the backend this project asked for', () => {
+    expect(backend()).toBe(EXPECTED_BACKEND);
+  });
+
+  it('returns per-token log-probs equal to teacher forcing, across padding and sequences leaving the batch', async () => {
+    const ps = prompts();
+    const inputs = ps.map((ids, i) => ({ ids, maxNewTokens: 3 + 5 * i }));
+    const res = await model.generate(inputs, { maxNewTokens: 100, seed: 11, eosTokenIds: [] });
+    const stats = model.lastGenerationStats!;
+    expect(stats.compactions).toBe(3);
+    expect(stats.paddedPrefillTokens).toBeGreaterThan(stats.prefillTokens);
+    for (let i = 0; i < ps.length; i++) {
+      const r = res[i]!;
+      expect(r.finishReason).toBe('length');
+      expect(r.tokenIds).toHaveLength(3 + 5 * i);
+      expect(r.logprobs).toHaveLength(r.tokenIds.length);
+      expect(r.promptLength).toBe(ps[i]!.length);
+      const ref = await referenceLogprobs(model, ps[i]!, r.tokenIds);
+      expect(maxAbsDiff(r.logprobs, ref)).toBeLessThan(1e-4);
+    }
+  });
+
+  it("reports the raw or tempered log-prob as asked", async () => {
+    const [p] = prompts();
+    const [raw] = await model.generate([p!], { maxNewTokens: 6, temperature: 0.7, logprobs: 'raw', seed: 3, eosTokenIds: [] });
+    const ref = await referenceLogprobs(model, p!, raw!.tokenIds);
+    expect(maxAbsDiff(raw!.logprobs, ref)).toBeLessThan(1e-4);
+    const [tempered] = await model.generate([p!], { maxNewTokens: 6, temperature: 0.7, seed: 3, eosTokenIds: [] });
+    expect(tempered!.tokenIds).toEqual(raw!.tokenIds);
+    expect(maxAbsDiff(tempered!.logprobs, raw!.logprobs)).toBeGreaterThan(1e-3);
+  });
+
+  it('is reproducible for a seed, and a sequence samples the same alone or in a batch', async () => {
+    const ps = prompts();
+    const opts = { maxNewTokens: 12, seed: 42, temperature: 1, topP: 0.95, topK: 50, stop: STOPS };
+    const a = await model.generate(ps, opts);
+    const b = await model.generate(ps, opts);
+    expect(b.map((r) => r.tokenIds)).toEqual(a.map((r) => r.tokenIds));
+    const alone = await model.generate([ps[0]!], opts);
+    expect(alone[0]!.tokenIds).toEqual(a[0]!.tokenIds);
+    const other = await model.generate(ps, { ...opts, seed: 43 });
+    expect(other.map((r) => r.tokenIds)).not.toEqual(a.map((r) => r.tokenIds));
+  });
+
+  it('decodes greedily with temperature 0, top-k 1 or a tiny top-p, alike in a batch and alone', async () => {
+    const ps = prompts();
+    const greedy = await model.generate(ps, { maxNewTokens: 10, temperature: 0, eosTokenIds: [] });
+    const k1 = await model.generate(ps, { maxNewTokens: 10, topK: 1, seed: 5, eosTokenIds: [] });
+    const p0 = await model.generate(ps, { maxNewTokens: 10, topP: 1e-9, seed: 6, eosTokenIds: [] });
+    const alone = await model.generate([ps[2]!], { maxNewTokens: 10, temperature: 0, eosTokenIds: [] });
+    expect(k1.map((r) => r.tokenIds)).toEqual(greedy.map((r) => r.tokenIds));
+    expect(p0.map((r) => r.tokenIds)).toEqual(greedy.map((r) => r.tokenIds));
+    expect(alone[0]!.tokenIds).toEqual(greedy[2]!.tokenIds);
+  });
+
+  it('stops at a stop string spanning several tokens, keeping it in the output', async () => {
+    const [p] = prompts();
+    const tk = model.tokenizer!;
+    const opts = { maxNewTokens: 30, seed: 8, eosTokenIds: [] as number[] };
+    const [free] = await model.generate([p!], opts);
+    const ids = free!.tokenIds;
+    // A stop string from inside token 8 to inside token 14 of the sampled output: the same seed
+    // samples the same tokens until the stop string completes.
+    const before = tk.decode(ids.slice(0, 8));
+    const upto = tk.decode(ids.slice(0, 15));
+    const span = upto.slice(before.length + 1, upto.length - 1);
+    expect(span.length).toBeGreaterThan(3);
+    let k = 0;
+    while (!tk.decode(ids.slice(0, k + 1)).includes(span)) k++;
+    expect(k).toBeGreaterThan(8);
+    const [stopped] = await model.generate([p!], { ...opts, stop: [span] });
+    expect(stopped!.finishReason).toBe('stop');
+    expect(stopped!.stop).toBe(span);
+    expect(stopped!.tokenIds).toEqual(ids.slice(0, k + 1));
+    expect(stopped!.text).toContain(span);
+  });
+
+  it('stops on stop ids and eos ids, and leaves the other sequences running', async () => {
+    const ps = prompts();
+    const opts = { maxNewTokens: 20, seed: 21, eosTokenIds: [] as number[] };
+    const free = await model.generate(ps, opts);
+    const stopId = free[0]!.tokenIds[6]!;
+    const first = free[0]!.tokenIds.indexOf(stopId);
+    const res = await model.generate(ps, { ...opts, stopTokenIds: [stopId] });
+    expect(res[0]!.finishReason).toBe('stop');
+    expect(res[0]!.tokenIds).toEqual(free[0]!.tokenIds.slice(0, first + 1));
+    const eos = await model.generate(ps, { ...opts, eosTokenIds: [stopId] });
+    expect(eos[0]!.finishReason).toBe('eos');
+    expect(eos[0]!.tokenIds).toEqual(free[0]!.tokenIds.slice(0, first + 1));
+    for (let i = 1; i < ps.length; i++) {
+      const at = free[i]!.tokenIds.indexOf(stopId);
+      const expected = at === -1 ? free[i]!.tokenIds : free[i]!.tokenIds.slice(0, at + 1);
+      expect(res[i]!.tokenIds).toEqual(expected);
+      expect(res[i]!.finishReason).toBe(at === -1 ? 'length' : 'stop');
+    }
+  });
+
+  it('matches special-token stop strings such as </search> on ids, ahead of the default eos ids', async () => {
+    const ps = prompts();
+    const tk = model.tokenizer!;
+    const search = tk.tokenId('</search>')!;
+    const answer = tk.tokenId('</answer>')!;
+    // Force a tag (or eos) at a chosen step of three of the four sequences.
+    const force: Record<number, [number, number]> = { 0: [2, search], 1: [4, answer], 2: [1, 0] };
+    const res = await model.generate(ps, {
+      maxNewTokens: 8,
+      seed: 4,
+      stop: STOPS,
+      logitsProcessor: (row, index, generated) => {
+        const f = force[index];
+        if (f !== undefined && generated.length === f[0]) row[f[1]] = 1e4;
+        else for (const id of [0, search, answer]) row[id] = -1e4;
+      },
+    });
+    expect([res[0]!.finishReason, res[0]!.stop, res[0]!.tokenIds.length]).toEqual(['stop', '</search>', 3]);
+    expect(res[0]!.text!.endsWith('</search>')).toBe(true);
+    expect([res[1]!.finishReason, res[1]!.stop, res[1]!.tokenIds.length]).toEqual(['stop', '</answer>', 5]);
+    expect([res[2]!.finishReason, res[2]!.stop, res[2]!.tokenIds]).toEqual(['eos', undefined, [res[2]!.tokenIds[0], 0]]);
+    expect([res[3]!.finishReason, res[3]!.tokenIds.length]).toEqual(['length', 8]);
+    // Without stop strings the tags are eos ids of this model (generation_config.json).
+    const plain = await model.generate([ps[0]!], {
+      maxNewTokens: 8,
+      seed: 4,
+      logitsProcessor: (row, _i, generated) => {
+        if (generated.length === 2) row[search] = 1e4;
+      },
+    });
+    expect(plain[0]!.finishReason).toBe('eos');
+  });
+
+  it('stops at the model maximum length with finish reason context', async () => {
+    const max = model.config.maxPositions;
+    const long = randomIds(max - 3, 9);
+    const [r] = await model.generate([long], { maxNewTokens: 10, temperature: 0, eosTokenIds: [] });
+    expect(r!.finishReason).toBe('context');
+    expect(r!.tokenIds).toHaveLength(3);
+  });
+
+  it('runs prompts in waves of maxBatchSize and returns them in input order', async () => {
+    const ps = prompts();
+    const many = [...ps, ...ps.map((p) => p.slice(0, p.length - 2))];
+    const waves = await model.generate(many, { maxNewTokens: 5, temperature: 0, eosTokenIds: [], maxBatchSize: 3 });
+    expect(model.lastGenerationStats!.waves).toBe(3);
+    const whole = await model.generate(many, { maxNewTokens: 5, temperature: 0, eosTokenIds: [] });
+    expect(waves.map((r) => r.tokenIds)).toEqual(whole.map((r) => r.tokenIds));
+  });
+
+  it('prefills in chunks when one pass would exceed maxLogitsBytes, with the same result', async () => {
+    const ps = prompts();
+    const a = await model.generate(ps, { maxNewTokens: 6, seed: 1, eosTokenIds: [] });
+    const b = await model.generate(ps, { maxNewTokens: 6, seed: 1, eosTokenIds: [], maxLogitsBytes: 4 * 2048 * 4 * 5 });
+    expect(b.map((r) => r.tokenIds)).toEqual(a.map((r) => r.tokenIds));
+    for (let i = 0; i < ps.length; i++) expect(maxAbsDiff(b[i]!.logprobs, a[i]!.logprobs)).toBeLessThan(1e-4);
+  });
+
+  it('returns an empty result for a zero token budget without running the model', async () => {
+    const [p] = prompts();
+    const res = await model.generate([{ ids: p!, maxNewTokens: 0 }], { maxNewTokens: 5 });
+    expect(res[0]!.tokenIds).toEqual([]);
+    expect(res[0]!.finishReason).toBe('length');
+    expect(res[0]!.text).toBe('');
+  });
+});
+
+describe('Tokenizer on the embedded model', () => {
+  it('renders the ChatML chat template with the generation prompt', () => {
+    const tk = model.tokenizer!;
+    const text = tk.renderChat([{ role: 'system', content: 'S' }, { role: 'user', content: 'Q' }]);
+    expect(text).toBe('<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n');
+    expect(tk.renderChat([{ role: 'user', content: 'Q' }], { addGenerationPrompt: false })).toBe('<|im_start|>user\nQ<|im_end|>\n');
+    expect(tk.applyChatTemplate([{ role: 'user', content: 'Q' }])).toEqual(tk.encode(text.slice(text.indexOf('<|im_start|>user'))));
+  });
+
+  it('encodes the protocol tags as single special tokens', () => {
+    const tk = model.tokenizer!;
+    for (const tag of ['<mem>', '</mem>', '<think>', '</think>', '<search>', '</search>', '<answer>', '</answer>']) {
+      const ids = tk.encode(tag);
+      expect(ids).toHaveLength(1);
+      expect(tk.tokenId(tag)).toBe(ids[0]);
+      expect(tk.decode(ids)).toBe(tag);
+    }
+    expect(tk.eosTokenId).toBe(0);
+    expect(model.eosTokenIds).toEqual([0, 8, 10]);
+  });
+});
