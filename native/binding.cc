@@ -1,14 +1,22 @@
 // The one file that registers mempo's native exports. Each export unwraps and re-checks its
 // arguments (the TypeScript wrappers already validated them; this is the backstop for direct
-// callers, worded the same way), allocates the result and calls a kernel from native/cpu.
+// callers, worded the same way), allocates the result and calls a kernel from native/cpu or,
+// in a CUDA build (MEMPO_WITH_CUDA, CMakeLists.txt with MEMPO_CUDA=ON) while the CUDA device is
+// selected, its twin from native/cuda.
 #include <napi.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <exception>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "cpu/kernels.h"
+#ifdef MEMPO_WITH_CUDA
+#include "cuda/cuda_kernels.h"
+#endif
 
 namespace {
 
@@ -90,20 +98,167 @@ Value guarded(const CallbackInfo& info, Fn&& fn) {
   }
 }
 
+// ---- Device selection -------------------------------------------------------------------
+// 'auto' (the default) runs on CUDA when this is a CUDA build, a device is usable and env
+// MEMPO_DEVICE is not 'cpu'; setDevice('cpu' | 'cuda' | 'auto') overrides. One setting per
+// process (shared by worker threads).
+
+enum DeviceMode : int { kAuto = 0, kCpu = 1, kCuda = 2 };
+std::atomic<int> g_device{kAuto};
+
+constexpr bool kCudaBuilt =
+#ifdef MEMPO_WITH_CUDA
+    true;
+#else
+    false;
+#endif
+
+bool cuda_available() {
+#ifdef MEMPO_WITH_CUDA
+  return mempo::cuda::probe().available;
+#else
+  return false;
+#endif
+}
+
+std::string cuda_unavailable_reason() {
+#ifdef MEMPO_WITH_CUDA
+  return mempo::cuda::probe().error;
+#else
+  return "this build has no CUDA support (built with MEMPO_CUDA=OFF); build the CUDA addon with scripts/build-cuda.sh";
+#endif
+}
+
+bool env_wants_cpu() {
+  const char* e = std::getenv("MEMPO_DEVICE");
+  return e != nullptr && std::string(e) == "cpu";
+}
+
+bool use_cuda() {
+  const int d = g_device.load();
+  if (d == kAuto) return cuda_available() && !env_wants_cpu();
+  return d == kCuda;
+}
+
+#ifdef MEMPO_WITH_CUDA
+// A Float32Array uploaded once and kept in device memory (see native/cuda/README.md);
+// gatherLogProbs accepts it in place of the logits.
+const napi_type_tag kDeviceBufferTag = {0x6d656d706f2d6465ULL, 0x766963656275662dULL};
+
+class DeviceBufferWrap : public Napi::ObjectWrap<DeviceBufferWrap> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "DeviceBuffer",
+                       {InstanceAccessor<&DeviceBufferWrap::Length>("length"),
+                        InstanceAccessor<&DeviceBufferWrap::ByteLength>("byteLength"),
+                        InstanceAccessor<&DeviceBufferWrap::Freed>("freed"),
+                        InstanceMethod<&DeviceBufferWrap::Write>("write"),
+                        InstanceMethod<&DeviceBufferWrap::ToFloat32Array>("toFloat32Array"),
+                        InstanceMethod<&DeviceBufferWrap::Free>("free")});
+  }
+
+  explicit DeviceBufferWrap(const CallbackInfo& info) : Napi::ObjectWrap<DeviceBufferWrap>(info) {
+    guarded(info, [&]() -> Napi::Value {
+      if (!info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_float32_array) {
+        type_error(info.Env(), "Float32Array", "data", info[0]);
+      }
+      if (!cuda_available()) {
+        throw Napi::Error::New(info.Env(), "mempo native: DeviceBuffer needs a CUDA device: " + cuda_unavailable_reason());
+      }
+      auto data = info[0].As<Napi::Float32Array>();
+      length_ = static_cast<int64_t>(data.ElementLength());
+      array_ = mempo::cuda::DeviceArray::upload(data.Data(), length_);
+      info.This().As<Napi::Object>().TypeTag(&kDeviceBufferTag);
+      return info.Env().Undefined();
+    });
+  }
+
+  static DeviceBufferWrap* From(const Napi::Value& v) {
+    if (!v.IsObject() || v.IsTypedArray()) return nullptr;
+    Napi::Object o = v.As<Napi::Object>();
+    if (!o.CheckTypeTag(&kDeviceBufferTag)) return nullptr;
+    return Napi::ObjectWrap<DeviceBufferWrap>::Unwrap(o);
+  }
+
+  const mempo::cuda::DeviceArray& array(Napi::Env env) const {
+    if (!array_) throw Napi::Error::New(env, "mempo native: this DeviceBuffer was freed");
+    return *array_;
+  }
+  int64_t length() const { return length_; }
+
+ private:
+  Napi::Value Length(const CallbackInfo& info) { return Napi::Number::New(info.Env(), double(length_)); }
+  Napi::Value ByteLength(const CallbackInfo& info) { return Napi::Number::New(info.Env(), 4.0 * double(length_)); }
+  Napi::Value Freed(const CallbackInfo& info) { return Napi::Boolean::New(info.Env(), !array_); }
+  Napi::Value Write(const CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      auto data = typed_arg<float>(info, 0, "data", napi_float32_array, length_);
+      if (!array_) throw Napi::Error::New(info.Env(), "mempo native: this DeviceBuffer was freed");
+      array_->write(data.Data(), length_);
+      return info.Env().Undefined();
+    });
+  }
+  Napi::Value ToFloat32Array(const CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      const mempo::cuda::DeviceArray& a = array(info.Env());
+      auto out = Napi::Float32Array::New(info.Env(), size_t(length_));
+      a.read(out.Data());
+      return out;
+    });
+  }
+  Napi::Value Free(const CallbackInfo& info) {
+    array_.reset();
+    return info.Env().Undefined();
+  }
+
+  std::unique_ptr<mempo::cuda::DeviceArray> array_;
+  int64_t length_ = 0;
+};
+#endif
+
+void check_targets(const CallbackInfo& info, const int32_t* tg, int64_t rows, int64_t vocab) {
+  for (int64_t r = 0; r < rows; ++r) {
+    if (tg[r] < 0 || tg[r] >= vocab) {
+      const std::string arg = "targets[" + std::to_string(r) + "]";
+      range_error(info.Env(), "a token id in [0, vocab = " + std::to_string(vocab) + ")", arg.c_str(),
+                  std::to_string(tg[r]));
+    }
+  }
+}
+
 Value GatherLogProbs(const CallbackInfo& info) {
   return guarded(info, [&]() -> Value {
     const int64_t rows = size_arg(info, 2, "rows", true), vocab = size_arg(info, 3, "vocab", false);
+#ifdef MEMPO_WITH_CUDA
+    if (DeviceBufferWrap* dev = DeviceBufferWrap::From(info[0])) {
+      const mempo::cuda::DeviceArray& arr = dev->array(info.Env());
+      if (arr.size() != rows * vocab) {
+        range_error(info.Env(), "a Float32Array or DeviceBuffer of length " + std::to_string(rows * vocab), "logits",
+                    "DeviceBuffer of length " + std::to_string(arr.size()));
+      }
+      auto targets = typed_arg<int32_t>(info, 1, "targets", napi_int32_array, rows);
+      check_targets(info, targets.Data(), rows, vocab);
+      auto out = Napi::Float32Array::New(info.Env(), rows);
+      if (use_cuda()) {
+        mempo::cuda::gather_log_probs_resident(arr, targets.Data(), rows, vocab, out.Data());
+      } else {  // CPU selected: bring the logits back and run the CPU kernel (same result)
+        std::vector<float> host(static_cast<size_t>(arr.size()));
+        arr.read(host.data());
+        mempo::gather_log_probs(host.data(), targets.Data(), rows, vocab, out.Data());
+      }
+      return out;
+    }
+#endif
     auto logits = typed_arg<float>(info, 0, "logits", napi_float32_array, rows * vocab);
     auto targets = typed_arg<int32_t>(info, 1, "targets", napi_int32_array, rows);
-    const int32_t* tg = targets.Data();
-    for (int64_t r = 0; r < rows; ++r) {
-      if (tg[r] < 0 || tg[r] >= vocab) {
-        const std::string arg = "targets[" + std::to_string(r) + "]";
-        range_error(info.Env(), "a token id in [0, vocab = " + std::to_string(vocab) + ")", arg.c_str(),
-                    std::to_string(tg[r]));
-      }
-    }
+    check_targets(info, targets.Data(), rows, vocab);
     auto out = Napi::Float32Array::New(info.Env(), rows);
+#ifdef MEMPO_WITH_CUDA
+    if (use_cuda()) {
+      mempo::cuda::gather_log_probs(logits.Data(), targets.Data(), rows, vocab, out.Data());
+      return out;
+    }
+#endif
     mempo::gather_log_probs(logits.Data(), targets.Data(), rows, vocab, out.Data());
     return out;
   });
@@ -116,13 +271,26 @@ Value AnswerProbability(const CallbackInfo& info) {
     auto mask = typed_arg<uint8_t>(info, 1, "ansMask", napi_uint8_array, rows * cols);
     const double threshold = number_arg(info, 4, "threshold");
     auto out = Napi::Float32Array::New(info.Env(), rows);
+#ifdef MEMPO_WITH_CUDA
+    if (use_cuda()) {
+      mempo::cuda::answer_probability(logp.Data(), mask.Data(), rows, cols, threshold, out.Data());
+      return out;
+    }
+#endif
     mempo::answer_probability(logp.Data(), mask.Data(), rows, cols, threshold, out.Data());
     return out;
   });
 }
 
-// Shared by both advantages: values[n] and dense group ids -> normalised values.
-std::vector<double> normalized(const CallbackInfo& info, Napi::TypedArrayOf<double> values, int64_t n) {
+// Shared by both advantages: the checked group arguments (groups, groupCount, eps, normByStd).
+struct GroupArgs {
+  Napi::TypedArrayOf<int32_t> groups;
+  int32_t group_count;
+  double eps;
+  bool norm_by_std;
+};
+
+GroupArgs group_args(const CallbackInfo& info, int64_t n) {
   auto groups = typed_arg<int32_t>(info, 1, "groups", napi_int32_array, n);
   const int64_t group_count = size_arg(info, 2, "groupCount", true);
   const int32_t* gp = groups.Data();
@@ -134,9 +302,13 @@ std::vector<double> normalized(const CallbackInfo& info, Napi::TypedArrayOf<doub
   }
   const double eps = number_arg(info, 6, "eps");
   const bool norm_by_std = info[7].ToBoolean().Value();
+  return GroupArgs{groups, static_cast<int32_t>(group_count), eps, norm_by_std};
+}
+
+// values[n] and dense group ids -> normalised values (CPU).
+std::vector<double> normalized(const Napi::TypedArrayOf<double>& values, const GroupArgs& g, int64_t n) {
   std::vector<double> out(n);
-  mempo::group_normalize(values.Data(), groups.Data(), n, static_cast<int32_t>(group_count), eps, norm_by_std,
-                         out.data());
+  mempo::group_normalize(values.Data(), g.groups.Data(), n, g.group_count, g.eps, g.norm_by_std, out.data());
   return out;
 }
 
@@ -146,7 +318,16 @@ Value GrpoOutcomeAdvantage(const CallbackInfo& info) {
     const int64_t rows = size_arg(info, 4, "rows", true), cols = size_arg(info, 5, "cols", false);
     auto scores = typed_arg<double>(info, 0, "scores", napi_float64_array, rows);
     auto mask = typed_arg<uint8_t>(info, 3, "responseMask", napi_uint8_array, rows * cols);
-    std::vector<double> adv = normalized(info, scores, rows);
+    const GroupArgs g = group_args(info, rows);
+#ifdef MEMPO_WITH_CUDA
+    if (use_cuda()) {
+      auto out = Napi::Float32Array::New(info.Env(), rows * cols);
+      mempo::cuda::outcome_advantage(scores.Data(), g.groups.Data(), rows, g.group_count, g.eps, g.norm_by_std,
+                                     mask.Data(), cols, out.Data());
+      return out;
+    }
+#endif
+    std::vector<double> adv = normalized(scores, g, rows);
     auto out = Napi::Float32Array::New(info.Env(), rows * cols);
     mempo::broadcast_rows(adv.data(), mask.Data(), rows, cols, out.Data());
     return out;
@@ -180,7 +361,16 @@ Value MemoryAdvantage(const CallbackInfo& info) {
         }
       }
     }
-    std::vector<double> adv = normalized(info, rewards, m);
+    const GroupArgs g = group_args(info, m);
+#ifdef MEMPO_WITH_CUDA
+    if (use_cuda()) {
+      auto out = Napi::Float32Array::New(info.Env(), rows * cols);
+      mempo::cuda::memory_advantage(rewards.Data(), g.groups.Data(), m, g.group_count, g.eps, g.norm_by_std,
+                                    spans.Data(), rows, cols, out.Data());
+      return out;
+    }
+#endif
+    std::vector<double> adv = normalized(rewards, g, m);
     auto out = Napi::Float32Array::New(info.Env(), rows * cols);
     mempo::write_spans(adv.data(), spans.Data(), m, rows, cols, out.Data());
     return out;
@@ -206,9 +396,14 @@ Value PpoPolicyLoss(const CallbackInfo& info) {
     if (kl_type < 0 || kl_type > 3) range_error(env, "0, 1, 2 or 3", "klType", std::to_string(kl_type));
     if (ref.IsEmpty()) kl_type = 0;
     auto grad = Napi::Float32Array::New(env, n);
+#ifdef MEMPO_WITH_CUDA
+    const auto kernel = use_cuda() ? &mempo::cuda::ppo_policy_loss : &mempo::ppo_policy_loss;
+#else
+    const auto kernel = &mempo::ppo_policy_loss;
+#endif
     const mempo::PpoLossResult r =
-        mempo::ppo_policy_loss(logp.Data(), old_logp.Data(), adv.Data(), mask.Data(), rows, cols, clip_low, clip_high,
-                               clip_c, agg, ref.IsEmpty() ? nullptr : ref.Data(), kl_coef, kl_type, grad.Data());
+        kernel(logp.Data(), old_logp.Data(), adv.Data(), mask.Data(), rows, cols, clip_low, clip_high, clip_c, agg,
+               ref.IsEmpty() ? nullptr : ref.Data(), kl_coef, kl_type, grad.Data());
     Napi::Object res = Napi::Object::New(env);
     res.Set("loss", r.loss);
     res.Set("grad", grad);
@@ -230,11 +425,42 @@ Value ReadBandwidth(const CallbackInfo& info) {
   });
 }
 
+// { simd, threads, cuda, cudaBuilt, device, deviceName?, cudaError? }: cuda is true when this
+// build has CUDA and a device is usable; device is where the kernels run now ('cuda' | 'cpu').
 Value Info(const CallbackInfo& info) {
   Napi::Object o = Napi::Object::New(info.Env());
   o.Set("simd", mempo::simd_path());
   o.Set("threads", mempo::thread_count());
+  const bool cuda = cuda_available();
+  o.Set("cuda", cuda);
+  o.Set("cudaBuilt", kCudaBuilt);
+  o.Set("device", use_cuda() ? "cuda" : "cpu");
+#ifdef MEMPO_WITH_CUDA
+  if (cuda) o.Set("deviceName", mempo::cuda::probe().name);
+#endif
+  if (!cuda) o.Set("cudaError", cuda_unavailable_reason());
   return o;
+}
+
+// setDevice('cpu' | 'cuda' | 'auto'); 'cuda' throws, with the reason, when no device is usable.
+Value SetDevice(const CallbackInfo& info) {
+  return guarded(info, [&]() -> Value {
+    Env env = info.Env();
+    if (!info[0].IsString()) type_error(env, "'cpu', 'cuda' or 'auto'", "device", info[0]);
+    const std::string d = info[0].As<Napi::String>().Utf8Value();
+    if (d == "cpu") {
+      g_device = kCpu;
+    } else if (d == "auto") {
+      g_device = kAuto;
+    } else if (d == "cuda") {
+      if (!kCudaBuilt) throw Napi::Error::New(env, "mempo native: " + cuda_unavailable_reason());
+      if (!cuda_available()) throw Napi::Error::New(env, "mempo native: no usable CUDA device: " + cuda_unavailable_reason());
+      g_device = kCuda;
+    } else {
+      range_error(env, "'cpu', 'cuda' or 'auto'", "device", "\"" + d + "\"");
+    }
+    return env.Undefined();
+  });
 }
 
 Napi::Object Init(Env env, Napi::Object exports) {
@@ -245,6 +471,10 @@ Napi::Object Init(Env env, Napi::Object exports) {
   exports.Set("ppoPolicyLoss", Napi::Function::New(env, PpoPolicyLoss, "ppoPolicyLoss"));
   exports.Set("readBandwidth", Napi::Function::New(env, ReadBandwidth, "readBandwidth"));
   exports.Set("info", Napi::Function::New(env, Info, "info"));
+  exports.Set("setDevice", Napi::Function::New(env, SetDevice, "setDevice"));
+#ifdef MEMPO_WITH_CUDA
+  exports.Set("DeviceBuffer", DeviceBufferWrap::Define(env));
+#endif
   return exports;
 }
 
