@@ -3,7 +3,8 @@
  * TypeScript wrappers; the C++ side re-checks shapes as a backstop and never trusts them.
  */
 export interface NativeAddon {
-  gatherLogProbs(logits: Float32Array, targets: Int32Array, rows: number, vocab: number): Float32Array;
+  /** `logits` may also be a DeviceBuffer (CUDA builds): logits kept in device memory across calls. */
+  gatherLogProbs(logits: Float32Array | NativeDeviceBuffer, targets: Int32Array, rows: number, vocab: number): Float32Array;
   answerProbability(logp: Float32Array, ansMask: Uint8Array, rows: number, cols: number, threshold: number): Float32Array;
   grpoOutcomeAdvantage(
     scores: Float64Array,
@@ -41,5 +42,43 @@ export interface NativeAddon {
     klType: number,
   ): { loss: number; grad: Float32Array; clipFrac: number; approxKl: number; kl: number };
   readBandwidth(buffer: Float32Array, repeats: number): number;
-  info(): { simd: string; threads: number };
+  info(): NativeInfo;
+  /**
+   * Where the kernels run: 'cpu', 'cuda' (throws, with the CUDA error text, when no device is
+   * usable or the build has no CUDA) or 'auto' (CUDA when usable and MEMPO_DEVICE is not 'cpu').
+   * Absent from addons built before the CUDA work.
+   */
+  setDevice?(device: 'cpu' | 'cuda' | 'auto'): void;
+  /** Present only in CUDA builds (CMakeLists.txt with MEMPO_CUDA=ON, scripts/build-cuda.sh). */
+  DeviceBuffer?: new (data: Float32Array) => NativeDeviceBuffer;
+}
+
+export interface NativeInfo {
+  /** CPU SIMD path of the CPU kernels ('avx2' | 'scalar') and their thread count. */
+  simd: string;
+  threads: number;
+  /** True when this is a CUDA build and a CUDA device is usable. */
+  cuda: boolean;
+  /** True for a CUDA build (whether or not a device is present). */
+  cudaBuilt: boolean;
+  /** Where the native kernels run now. */
+  device: 'cpu' | 'cuda';
+  /** Name of the CUDA device in use, when cuda is true. */
+  deviceName?: string;
+  /** Why CUDA is not usable (CUDA error text, or "this build has no CUDA support ..."), when cuda is false. */
+  cudaError?: string;
+}
+
+/** A Float32Array uploaded once to device memory (native/cuda/README.md). */
+export interface NativeDeviceBuffer {
+  readonly length: number;
+  readonly byteLength: number;
+  /** True after free(). */
+  readonly freed: boolean;
+  /** Overwrite the device copy with data of the same length. */
+  write(data: Float32Array): void;
+  /** Copy the device data back to a new Float32Array. */
+  toFloat32Array(): Float32Array;
+  /** Release the device memory now (it is also released when the object is garbage-collected). */
+  free(): void;
 }
