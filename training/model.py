@@ -15,9 +15,9 @@ import torch.nn.functional as F
 class Config:
     vocab_size: int = 2048
     hidden_size: int = 256
-    num_hidden_layers: int = 5
+    num_hidden_layers: int = 4
     num_attention_heads: int = 4
-    intermediate_size: int = 640
+    intermediate_size: int = 512
     max_position_embeddings: int = 2048
     rope_theta: float = 10000.0
     rms_norm_eps: float = 1e-5

@@ -103,7 +103,7 @@ export const OBSERVATION_SUFFIX = '\n';
 
 /** System prompt of the agent (kept short: it is part of every context). */
 export const SYSTEM_PROMPT =
-  'You answer questions with a search tool. Each turn, write your memory of the facts found so far, think, then search or answer. Separate several answers with commas.';
+  'Answer with search. Each turn: memory of facts found, thoughts, then a search or the answer.';
 
 export type Role = 'system' | 'user' | 'assistant';
 export interface ChatMessage {

@@ -36,7 +36,9 @@ export function tokenizerTexts(w: World): { texts: string[]; syllables: Map<stri
       if (s && s.includes('|')) syllables.set(word, s);
     });
   }
-  const texts: string[] = [SYSTEM_PROMPT, EMPTY_MEMORY];
+  const texts: string[] = [EMPTY_MEMORY];
+  // the prompt scaffolding is in every context: weight it so it gets whole-word tokens
+  for (let i = 0; i < 300; i++) texts.push(SYSTEM_PROMPT, 'system\nuser\nassistant\n');
   for (const d of w.corpus) texts.push(renderObservation([d]));
   for (const split of SPLITS) for (const q of w.questions[split]) texts.push(q.question);
   const trajs = oracleTrajectories(w, w.questions.train.slice(0, 4000), w.seed + 5);
@@ -129,7 +131,9 @@ function generate(seed: number, outDir: string, modelDir: string, withTokenizer:
 }
 
 /** Tokenised per-round training samples for training/train.py (not committed). */
-async function writeSamples(seed: number, modelDir: string, out: string, draws: number): Promise<void> {
+async function writeSamples(
+  seed: number, modelDir: string, out: string, draws: number, split: 'train' | 'dev' | 'test', flawRate: number,
+): Promise<void> {
   const w = buildWorld(seed);
   const tok = await loadTokenizer(modelDir);
   const enc = cachedEncoder(tok);
@@ -140,12 +144,12 @@ async function writeSamples(seed: number, modelDir: string, out: string, draws: 
   let flawed = 0;
   let trajs = 0;
   for (let d = 0; d < draws; d++) {
-    const ts = oracleTrajectories(w, w.questions.train, seed + 100 + d);
+    const ts = oracleTrajectories(w, w.questions[split], seed + 100 + d, flawRate);
     const lines: string[] = [];
     for (const t of ts) {
       trajs++;
       if (t.flaw) flawed++;
-      const q = w.questions.train[Number(t.qid.split('-')[1])]!;
+      const q = w.questions[split][Number(t.qid.split('-')[1])]!;
       for (const s of trajectorySamples(t)) {
         const c = enc.encode(s.context);
         const o = enc.encode(s.output);
@@ -178,7 +182,9 @@ function main(): void {
     return;
   }
   if (cmd === 'samples') {
-    writeSamples(seed, modelDir, arg('samples-out', 'training/out/samples.jsonl'), Number(arg('draws', '2')))
+    const split = arg('split', 'train') as 'train' | 'dev' | 'test';
+    writeSamples(seed, modelDir, arg('samples-out', `training/out/samples-${split}.jsonl`), Number(arg('draws', '1')),
+      split, Number(arg('flaw-rate', '0.3')))
       .catch((e) => {
         console.error(e);
         process.exit(1);

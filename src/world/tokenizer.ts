@@ -73,7 +73,11 @@ export function buildTokenizerJson(texts: readonly string[], opts: TokenizerBuil
         const core = lead ? w.slice(1) : w;
         const syl = opts.syllables.get(core);
         if (syl) {
+          // capital letter on its own, then syllables: " Tolvek" -> " T" "ol" "vek", and
+          // "Tolvek" -> "T" "ol" "vek" share every piece after the first letter
           const parts = syl.split('|');
+          const first = parts[0] as string;
+          parts.splice(0, 1, first.slice(0, 1), first.slice(1));
           parts.forEach((p, i) => addChunk(i === 0 ? lead + p : p));
         } else {
           addChunk(w);

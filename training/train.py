@@ -1,0 +1,324 @@
+"""Train mempo-tiny, the embedded MemPO search-agent model, and export it.
+
+One command (from the repository root):
+
+    npm run train            # = python3 training/train.py
+
+What it does (deterministic, seed 1234, CPU, 2 threads, <= 45 minutes on 2 cores):
+  1. builds the TypeScript (`npx tsc -p tsconfig.build.json`) unless dist/world/cli.js exists,
+  2. writes tokenised per-round samples of the world's oracle trajectories with the shipped
+     tokenizer (node dist/world/cli.js samples ...) into training/out/,
+  3. trains the decoder on the output tokens of those samples (contexts of both policies),
+  4. prints the loss curve, saves training/loss.png, and a per-round greedy check on dev,
+  5. exports models/mempo-tiny/model.onnx + config.json + manifest.json.
+
+Flags: --steps N, --max-minutes M, --skip-data, --no-export, --tokens-per-step T.
+"""
+import argparse
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+import time
+import gc
+
+try:
+    import torch  # noqa: F401
+except ImportError:  # pyenv python without Debian's torch: re-run under the system python
+    if os.path.exists("/usr/bin/python3") and os.path.realpath(sys.executable) != "/usr/bin/python3":
+        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
+    raise
+
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from model import Config, TinyLM, param_count  # noqa: E402
+
+OUT = os.path.join(HERE, "out")
+MODEL_DIR = os.path.join(ROOT, "models", "mempo-tiny")
+ROW = 512
+MIX = {"memory": 0.6, "full": 0.3, "score": 0.10}  # share of trained tokens per sample kind
+
+
+def log(msg, fh=None):
+    print(msg, flush=True)
+    if fh:
+        fh.write(msg + "\n")
+        fh.flush()
+
+
+def make_data(skip):
+    train = os.path.join(OUT, "samples-train.jsonl")
+    dev = os.path.join(OUT, "samples-dev.jsonl")
+    if skip and os.path.exists(train) and os.path.exists(dev):
+        return train, dev
+    os.makedirs(OUT, exist_ok=True)
+    if not os.path.exists(os.path.join(ROOT, "dist", "world", "cli.js")):
+        subprocess.run(["npx", "tsc", "-p", "tsconfig.build.json"], cwd=ROOT, check=True)
+    subprocess.run(["node", "dist/world/cli.js", "samples", "--split", "train", "--draws", "1",
+                    "--samples-out", train], cwd=ROOT, check=True)
+    subprocess.run(["node", "dist/world/cli.js", "samples", "--split", "dev", "--draws", "1", "--flaw-rate", "0",
+                    "--samples-out", dev], cwd=ROOT, check=True)
+    return train, dev
+
+
+def load(path):
+    out = []
+    with open(path) as f:
+        for line in f:
+            if line.strip():
+                out.append(json.loads(line))
+    return out
+
+
+def select(samples, budget_tokens, rng):
+    by = {k: [] for k in MIX}
+    for s in samples:
+        by[s["p"]].append(s)
+    chosen = []
+    for k, share in MIX.items():
+        xs = by[k][:]
+        rng.shuffle(xs)
+        tot = 0
+        for s in xs:
+            n = len(s["c"]) + len(s["o"])
+            if tot + n > budget_tokens * share:
+                break
+            chosen.append(s)
+            tot += n
+    rng.shuffle(chosen)
+    return chosen
+
+
+def batches(samples, tokens_per_step, rng):
+    """Pack samples into rows (<= ROW tokens, or one long sample per row); group rows into
+    batches of about tokens_per_step (padded) tokens."""
+    short = [s for s in samples if len(s["c"]) + len(s["o"]) <= ROW]
+    long_ = [s for s in samples if len(s["c"]) + len(s["o"]) > ROW]
+    rows = []
+    cur, curlen = [], 0
+    for s in short:
+        n = len(s["c"]) + len(s["o"])
+        if curlen + n > ROW:
+            rows.append(cur)
+            cur, curlen = [], 0
+        cur.append(s)
+        curlen += n
+    if cur:
+        rows.append(cur)
+    out = []
+    per = max(1, tokens_per_step // ROW)
+    for i in range(0, len(rows), per):
+        out.append(rows[i:i + per])
+    long_.sort(key=lambda s: len(s["c"]) + len(s["o"]))
+    i = 0
+    while i < len(long_):
+        L = len(long_[i]["c"]) + len(long_[i]["o"])
+        group = []
+        while i < len(long_):
+            n = len(long_[i]["c"]) + len(long_[i]["o"])
+            if group and (len(group) + 1) * n > tokens_per_step:
+                break
+            group.append([long_[i]])
+            i += 1
+        out.append(group)
+    rng.shuffle(out)
+    return out
+
+
+def tensorize(rows):
+    T = max(sum(len(s["c"]) + len(s["o"]) for s in r) for r in rows)
+    B = len(rows)
+    ids = torch.zeros(B, T, dtype=torch.long)
+    pos = torch.zeros(B, T, dtype=torch.long)
+    seg = torch.full((B, T), -1, dtype=torch.long)
+    tgt = torch.full((B, T), -100, dtype=torch.long)
+    for b, r in enumerate(rows):
+        o = 0
+        for j, s in enumerate(r):
+            seq = s["c"] + s["o"]
+            n = len(seq)
+            ids[b, o:o + n] = torch.tensor(seq)
+            pos[b, o:o + n] = torch.arange(n)
+            seg[b, o:o + n] = j
+            c = len(s["c"])
+            # position t predicts token t+1: targets are the output tokens
+            tgt[b, o + c - 1:o + n - 1] = torch.tensor(s["o"])
+            o += n
+    return ids, pos, seg, tgt
+
+
+def loss_fn(lm, ids, pos, seg, tgt):
+    h = lm_hidden(lm, ids, pos, seg)
+    m = tgt >= 0
+    logits = lm.logits(h[m])
+    return F.cross_entropy(logits, tgt[m]), int(m.sum())
+
+
+def lm_hidden(lm, ids, pos, seg):
+    from model import rope_cos_sin
+    T = ids.shape[1]
+    x = lm.embed(ids)
+    cos, sin = rope_cos_sin(pos, lm.c.head_dim, lm.c.rope_theta)
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    allowed = (seg.unsqueeze(2) == seg.unsqueeze(1)) & causal
+    bias = torch.zeros(allowed.shape).masked_fill(~allowed, -1e9).unsqueeze(1)
+    for b in lm.blocks:
+        x, _, _ = b(x, cos, sin, bias)
+    return x
+
+
+@torch.no_grad()
+def dev_check(lm, dev, n, fh):
+    """Per-round greedy exact match against the oracle output on dev contexts. Teacher-forced
+    argmax at every output position equals the target <=> greedy decoding reproduces it."""
+    lm.eval()
+    res = {}
+    rng = random.Random(7)
+    for p in ("memory", "full", "score"):
+        xs = [s for s in dev if s["p"] == p and len(s["c"]) + len(s["o"]) <= 1024]
+        rng.shuffle(xs)
+        xs = xs[:n]
+        ok = 0
+        for s in xs:
+            ids, pos, seg, tgt = tensorize([[s]])
+            h = lm_hidden(lm, ids, pos, seg)
+            m = tgt >= 0
+            pred = lm.logits(h[m]).argmax(-1)
+            ok += int(bool((pred == tgt[m]).all()))
+        res[p] = round(ok / max(1, len(xs)), 3)
+    lm.train()
+    log(f"dev per-round exact-match (greedy vs oracle): {json.dumps(res)}", fh)
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=900)
+    ap.add_argument("--max-minutes", type=float, default=40.0, help="hard stop of the optimisation loop")
+    ap.add_argument("--tokens-per-step", type=int, default=8192)
+    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--skip-data", action="store_true")
+    ap.add_argument("--no-export", action="store_true")
+    ap.add_argument("--dev-n", type=int, default=60)
+    a = ap.parse_args()
+
+    t0 = time.time()
+    torch.set_num_threads(2)
+    torch.manual_seed(a.seed)
+    rng = random.Random(a.seed)
+    os.makedirs(OUT, exist_ok=True)
+    fh = open(os.path.join(OUT, "train.log"), "w")
+    train_path, dev_path = make_data(a.skip_data)
+    samples = load(train_path)
+    dev = load(dev_path)
+    budget = int(a.steps * a.tokens_per_step * 0.9)
+    chosen = select(samples, budget, rng)
+    del samples
+    gc.collect()
+    gc.freeze()
+    bs = batches(chosen, a.tokens_per_step, rng)
+    log(f"data: {len(chosen)} samples, {sum(len(s['c']) + len(s['o']) for s in chosen)} tokens, "
+        f"{len(bs)} batches; prep {time.time() - t0:.0f}s", fh)
+
+    cfg = Config()
+    lm = TinyLM(cfg)
+    n_params = param_count(lm)
+    log(f"model: {n_params} parameters, config {json.dumps(cfg.to_dict())}", fh)
+    decay = [p for n, p in lm.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in lm.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
+    steps = min(a.steps, len(bs))
+    warm = 40
+
+    def lr_at(s):
+        if s < warm:
+            return a.lr * (s + 1) / warm
+        p = (s - warm) / max(1, steps - warm)
+        return a.lr * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(1.0, p))))
+
+    curve = []
+    t_train = time.time()
+    ema = None
+    lm.train()
+    step = 0
+    for step in range(steps):
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step)
+        ids, pos, seg, tgt = tensorize(bs[step])
+        loss, ntok = loss_fn(lm, ids, pos, seg, tgt)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(lm.parameters(), 1.0)
+        opt.step()
+        lv = float(loss)
+        ema = lv if ema is None else 0.95 * ema + 0.05 * lv
+        curve.append((step, lv))
+        el = time.time() - t_train
+        if step % 10 == 0 or step == steps - 1:
+            log(f"step {step:4d}/{steps} loss {lv:.4f} ema {ema:.4f} lr {lr_at(step):.2e} "
+                f"tokens {ids.numel()} out-tokens {ntok} elapsed {el / 60:.1f}m", fh)
+        if step > 0 and step % 200 == 0:
+            torch.save({"config": cfg.to_dict(), "model": lm.state_dict()}, os.path.join(OUT, "model.pt"))
+        if el > a.max_minutes * 60:
+            log(f"time budget reached at step {step}", fh)
+            break
+    train_s = time.time() - t_train
+    final = sum(l for _, l in curve[-20:]) / len(curve[-20:])
+    torch.save({"config": cfg.to_dict(), "model": lm.state_dict()}, os.path.join(OUT, "model.pt"))
+    log(f"training done: {len(curve)} steps in {train_s / 60:.1f} min, final loss (mean of last 20) {final:.4f}", fh)
+
+    # loss curve
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        xs = [s for s, _ in curve]
+        ys = [l for _, l in curve]
+        sm, e = [], None
+        for y in ys:
+            e = y if e is None else 0.9 * e + 0.1 * y
+            sm.append(e)
+        plt.figure(figsize=(7, 4))
+        plt.plot(xs, ys, alpha=0.35, label="loss per step")
+        plt.plot(xs, sm, label="EMA(0.9)")
+        plt.yscale("log")
+        plt.xlabel("optimiser step (~8k tokens)")
+        plt.ylabel("cross-entropy on round outputs")
+        plt.title(f"mempo-tiny ({n_params / 1e6:.2f}M params)")
+        plt.legend()
+        plt.tight_layout()
+        plt.savefig(os.path.join(HERE, "loss.png"), dpi=100)
+    except Exception as ex:  # plotting is best effort
+        log(f"plot failed: {ex}", fh)
+
+    devres = dev_check(lm, dev, a.dev_n, fh)
+    meta = {
+        "mempo_trained": True,
+        "train_steps": len(curve),
+        "train_minutes": round(train_s / 60, 2),
+        "total_minutes": round((time.time() - t0) / 60, 2),
+        "final_loss": round(final, 4),
+        "num_parameters": n_params,
+        "seed": a.seed,
+        "dev_round_exact_match": devres,
+    }
+    with open(os.path.join(OUT, "metrics.json"), "w") as f:
+        json.dump({**meta, "curve": curve}, f)
+    torch.save({"config": cfg.to_dict(), "model": lm.state_dict(), "meta": meta}, os.path.join(OUT, "model.pt"))
+    if not a.no_export:
+        from export import export
+        export(lm, MODEL_DIR, {"mempo": meta})
+        log(f"exported to {MODEL_DIR}", fh)
+    log(json.dumps(meta), fh)
+
+
+if __name__ == "__main__":
+    main()
