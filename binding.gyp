@@ -1,4 +1,5 @@
 {
+  "variables": { "mempo_asan%": 0 },
   "targets": [
     {
       "target_name": "mempo",
@@ -16,6 +17,12 @@
       "cflags_cc!": ["-fno-exceptions"],
       "cflags_cc": ["-std=c++17", "-O3", "-fexceptions", "-pthread"],
       "ldflags": ["-pthread"],
+      "conditions": [
+        ["mempo_asan==1", {
+          "cflags_cc": ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-g"],
+          "ldflags": ["-fsanitize=address,undefined"]
+        }]
+      ],
       "xcode_settings": { "GCC_ENABLE_CPP_EXCEPTIONS": "YES", "CLANG_CXX_LANGUAGE_STANDARD": "c++17" }
     }
   ]

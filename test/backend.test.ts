@@ -32,6 +32,7 @@ describe('addon load failure', () => {
         throw new Error('No native build was found for platform=linux');
       });
       process.env.MEMPO_BACKEND = '';
+      delete process.env.MEMPO_NATIVE_BINDING;
       const m = require('../src') as typeof import('../src');
       expect(m.backend()).toBe('js');
       expect(m.nativeLoadErrors()[0]).toMatch(/No native build was found/);
