@@ -8,6 +8,10 @@
 #   scripts/build-cuda.sh --cpu        # same CMake build with MEMPO_CUDA=OFF (into build-cuda-cpu/)
 #   scripts/build-cuda.sh --install    # also copy the result over build/Release/mempo.node
 #   MEMPO_CUDA_ARCHS="80-real;90-real;90-virtual" scripts/build-cuda.sh   # other architectures
+#   MEMPO_SKIP_EMU=1 scripts/build-cuda.sh   # skip the CPU emulation of the kernels (~25 s)
+#
+# After a CUDA build it runs native/cuda/emu/run.sh: the kernels under a CPU emulation of the
+# CUDA execution model, compared with native/cpu (the only kernel check possible without a GPU).
 #
 # Use it: MEMPO_NATIVE_BINDING=build-cuda/Release/mempo.node node ...   (backend() then says
 # 'native-cuda' where a GPU is usable, else 'native').
@@ -22,7 +26,7 @@ for arg in "$@"; do
   case "$arg" in
     --cpu) cuda=OFF; out=build-cuda-cpu ;;
     --install) install=1 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n "2,19p" "$0"; exit 0 ;;
     *) echo "build-cuda.sh: unknown argument $arg" >&2; exit 2 ;;
   esac
 done
@@ -88,12 +92,17 @@ if [ "$cuda" = ON ]; then
       grep -q "$want" <<<"$flags" || { echo "build-cuda.sh: nvcc was not asked for $want" >&2; exit 1; }
     done
   fi
-  readelf -S "$node_file" 2>/dev/null | grep -q nv_fatbin || { echo "build-cuda.sh: $node_file has no .nv_fatbin section" >&2; exit 1; }
-  if ldd "$node_file" 2>/dev/null | grep -q 'libcudart'; then
+  sections=$(readelf -S "$node_file" 2>/dev/null || true)  # (no `| grep -q`: SIGPIPE under pipefail)
+  grep -q nv_fatbin <<<"$sections" || { echo "build-cuda.sh: $node_file has no .nv_fatbin section" >&2; exit 1; }
+  if grep -q libcudart <<<"$(ldd "$node_file" 2>/dev/null || true)"; then
     echo "build-cuda.sh: warning: $node_file links libcudart dynamically" >&2
   fi
 fi
 node -e "const a = require(process.argv[1]); console.log('build-cuda.sh: built', process.argv[1], JSON.stringify(a.info()))" "$root/$node_file"
+
+if [ "$cuda" = ON ] && [ "${MEMPO_SKIP_EMU:-0}" != 1 ]; then
+  "$root/native/cuda/emu/run.sh"
+fi
 
 if [ "$install" = 1 ]; then
   mkdir -p build/Release

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cuda_kernels.h"
+#include "device.cuh"
 
 namespace mempo {
 namespace cuda {
@@ -55,42 +56,6 @@ class Session {
 // Releases the cached scratch (used when a DeviceArray upload runs out of memory).
 void release_scratch_locked();
 std::mutex& device_mutex();
-
-inline unsigned grid_for(int64_t n, int threads, int sm_count, int waves = 8) {
-  int64_t blocks = (n + threads - 1) / threads;
-  const int64_t cap = int64_t(sm_count > 0 ? sm_count : 1) * waves * 4;
-  if (blocks > cap) blocks = cap;
-  return static_cast<unsigned>(blocks < 1 ? 1 : blocks);
-}
-
-// Sum of a double over a block (blockDim.x a multiple of 32, at most 1024); valid in thread 0.
-__device__ inline double block_sum(double v, double* shared32) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  __syncthreads();  // shared32 may still be read by a previous call
-  if (lane == 0) shared32[warp] = v;
-  __syncthreads();
-  const int warps = (blockDim.x + 31) >> 5;
-  v = threadIdx.x < warps ? shared32[threadIdx.x] : 0.0;
-  if (warp == 0) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-  }
-  return v;
-}
-
-__device__ inline long long block_sum_ll(long long v, long long* shared32) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  __syncthreads();
-  if (lane == 0) shared32[warp] = v;
-  __syncthreads();
-  const int warps = (blockDim.x + 31) >> 5;
-  v = threadIdx.x < warps ? shared32[threadIdx.x] : 0LL;
-  if (warp == 0) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-  }
-  return v;
-}
 
 }  // namespace cuda
 }  // namespace mempo

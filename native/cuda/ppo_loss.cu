@@ -7,101 +7,12 @@
 #include <vector>
 
 #include "common.cuh"
+#include "ppo_kernels.cuh"
 
 namespace mempo {
 namespace cuda {
-namespace {
 
-constexpr int kThreads = 256;
-
-__device__ __forceinline__ double clampd(double v, double lo, double hi) { return v < lo ? lo : (v > hi ? hi : v); }
-
-__global__ void row_counts_kernel(const uint8_t* __restrict__ mask, int64_t rows, int64_t cols,
-                                  long long* __restrict__ per_row) {
-  __shared__ long long red[32];
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    long long c = 0;
-    const uint8_t* m = mask + r * cols;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) c += m[j] != 0;
-    c = block_sum_ll(c, red);
-    if (threadIdx.x == 0) per_row[r] = c;
-  }
-}
-
-struct BlockPartial {
-  double pg, kl, neg_kl;
-  long long clipped;
-};
-
-__global__ void __launch_bounds__(kThreads) ppo_kernel(const float* __restrict__ logp, const float* __restrict__ old_logp,
-                                                      const float* __restrict__ adv, const uint8_t* __restrict__ mask,
-                                                      const double* __restrict__ row_weight, int64_t rows, int64_t cols,
-                                                      double lo, double hi, double clip_c,
-                                                      const float* __restrict__ ref_logp, double kl_coef, int kl_type,
-                                                      float* __restrict__ grad, BlockPartial* __restrict__ partials) {
-  __shared__ double red[32];
-  __shared__ long long red_ll[32];
-  double pg = 0.0, kl = 0.0, neg_kl = 0.0;
-  long long clipped = 0;
-  const int64_t n = rows * cols;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    if (mask[i] == 0) {
-      grad[i] = 0.0f;
-      continue;
-    }
-    const double w = row_weight[i / cols];
-    const double a = adv[i];
-    const double raw = double(logp[i]) - double(old_logp[i]);
-    const double d = clampd(raw, -20.0, 20.0);
-    const double ratio = exp(d);
-    const double d_ratio = raw == d ? ratio : 0.0;
-    neg_kl += d;
-    const double pg1 = -a * ratio;
-    const double pg2 = -a * clampd(ratio, lo, hi);
-    double l = pg1, g = -a * d_ratio;
-    if (pg2 > pg1) {
-      ++clipped;
-      l = pg2;
-      if (ratio < lo || ratio > hi) g = 0.0;
-    }
-    if (a < 0.0) {
-      const double pg3 = -a * clip_c;
-      if (l > pg3) {
-        l = pg3;
-        g = 0.0;
-      }
-    }
-    pg += w * l;
-    double gk = 0.0;
-    if (kl_type != 0) {
-      const double diff = double(logp[i]) - double(ref_logp[i]);
-      double kld;
-      if (kl_type == 1) {
-        kld = diff;
-        gk = 1.0;
-      } else if (kl_type == 2) {
-        kld = 0.5 * diff * diff;
-        gk = diff;
-      } else {
-        const double k_raw = -diff;
-        const double k = clampd(k_raw, -20.0, 20.0);
-        const double e = exp(k);
-        const double v = e - k - 1.0;
-        kld = v > 10.0 ? 10.0 : v;
-        gk = (v > 10.0 || k != k_raw) ? 0.0 : 1.0 - e;
-      }
-      kl += w * kld;
-    }
-    grad[i] = float(w * (g + kl_coef * gk));
-  }
-  pg = block_sum(pg, red);
-  kl = block_sum(kl, red);
-  neg_kl = block_sum(neg_kl, red);
-  clipped = block_sum_ll(clipped, red_ll);
-  if (threadIdx.x == 0) partials[blockIdx.x] = BlockPartial{pg, kl, neg_kl, clipped};
-}
-
-}  // namespace
+using namespace kern;
 
 PpoLossResult ppo_policy_loss(const float* logp, const float* old_logp, const float* adv, const uint8_t* mask,
                               int64_t rows, int64_t cols, double clip_low, double clip_high, double clip_c,
@@ -111,7 +22,7 @@ PpoLossResult ppo_policy_loss(const float* logp, const float* old_logp, const fl
   Session s;
   const size_t n = size_t(rows * cols);
   const bool with_ref = kl_type != 0 && ref_logp != nullptr;
-  const unsigned grid = grid_for(int64_t(n), kThreads, s.sm_count());
+  const unsigned grid = grid_for(int64_t(n), kPpoThreads, s.sm_count());
   // Slots: 0 logp, 1 old, 2 adv, 3 mask, 4 ref, 5 grad, 6 per_row, 7 row_weight, 8 partials.
   s.reserve({sizeof(float) * n, sizeof(float) * n, sizeof(float) * n, n, with_ref ? sizeof(float) * n : 0,
              sizeof(float) * n, sizeof(long long) * size_t(rows), sizeof(double) * size_t(rows),
@@ -143,24 +54,14 @@ PpoLossResult ppo_policy_loss(const float* logp, const float* old_logp, const fl
   }
   check(cudaStreamSynchronize(st), "cudaStreamSynchronize");
 
-  // Aggregation weights exactly as on the CPU: loss = sum over mask tokens of row_weight[r] * loss_t.
-  int64_t tokens = 0, live_rows = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    tokens += per_row[r];
-    live_rows += per_row[r] > 0;
-  }
-  std::vector<double> row_weight(size_t(rows), 0.0);
-  for (int64_t r = 0; r < rows; ++r) {
-    if (per_row[r] == 0) continue;
-    row_weight[r] = agg_mode == 0 ? 1.0 / double(tokens)
-                    : agg_mode == 1 ? 1.0 / double(live_rows)
-                                    : 1.0 / (double(live_rows) * double(per_row[r]));
-  }
+  int64_t tokens = 0;
+  std::vector<double> row_weight(static_cast<size_t>(rows), 0.0);
+  row_weights(per_row.data(), rows, agg_mode, row_weight.data(), &tokens);
   check(cudaMemcpyAsync(d_weight, row_weight.data(), sizeof(double) * size_t(rows), cudaMemcpyHostToDevice, up),
         "cudaMemcpyAsync (row weights)");
   check(cudaStreamSynchronize(up), "cudaStreamSynchronize");
 
-  ppo_kernel<<<grid, kThreads, 0, st>>>(d_logp, d_old, d_adv, d_mask, d_weight, rows, cols, 1.0 - clip_low,
+  ppo_kernel<<<grid, kPpoThreads, 0, st>>>(d_logp, d_old, d_adv, d_mask, d_weight, rows, cols, 1.0 - clip_low,
                                         1.0 + clip_high, clip_c, with_ref ? d_ref : nullptr, kl_coef,
                                         with_ref ? kl_type : 0, d_grad, d_partials);
   check_launch("ppo_policy_loss kernel launch");
@@ -181,7 +82,7 @@ PpoLossResult ppo_policy_loss(const float* logp, const float* old_logp, const fl
   res.loss = pg + kl_coef * kl;
   res.kl = kl;
   res.clip_frac = tokens == 0 ? 0.0 : double(clipped) / double(tokens);
-  res.approx_kl = tokens == 0 ? 0.0 : -neg_kl / double(tokens);
+  res.approx_kl = tokens == 0 ? 0.0 : (0.0 - neg_kl) / double(tokens);  // +0, not -0 (as the CPU)
   return res;
 }
 

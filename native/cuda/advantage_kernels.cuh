@@ -1,0 +1,106 @@
+// answerProbability and advantage kernels (see advantage.cu).
+// Kernels and their launch arithmetic only (no runtime API): included by the .cu file and by
+// the CPU emulation test in native/cuda/emu.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <vector>
+#include "device.cuh"
+
+namespace mempo {
+namespace cuda {
+namespace kern {
+
+constexpr int kAdvThreads = 256;
+
+// One warp per row: kept sum in double and count, same filter as the CPU (NaN never kept).
+__global__ void answer_prob_kernel(const float* __restrict__ logp, const uint8_t* __restrict__ mask, int64_t rows,
+                                   int64_t cols, double threshold, float* __restrict__ out) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = (int64_t(gridDim.x) * blockDim.x) >> 5;
+  for (int64_t r = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) >> 5; r < rows; r += warps) {
+    double sum = 0.0;
+    long long kept = 0;
+    for (int64_t c = lane; c < cols; c += 32) {
+      const int64_t i = r * cols + c;
+      const double v = logp[i];
+      if (mask[i] != 0 && v > threshold) {
+        sum += v;
+        ++kept;
+      }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      sum += __shfl_down_sync(0xffffffffu, sum, o);
+      kept += __shfl_down_sync(0xffffffffu, kept, o);
+    }
+    if (lane == 0) out[r] = kept == 0 ? 0.0f : float(exp(sum / double(kept)));
+  }
+}
+
+// Block per group g: members order[offsets[g] .. offsets[g+1]).
+__global__ void group_normalize_kernel(const double* __restrict__ values, const int32_t* __restrict__ order,
+                                       const int32_t* __restrict__ offsets, int32_t group_count, double eps,
+                                       int norm_by_std, double* __restrict__ out) {
+  __shared__ double red[32];
+  __shared__ double bcast;
+  for (int64_t g = blockIdx.x; g < group_count; g += gridDim.x) {
+    const int32_t b = offsets[g], e = offsets[g + 1];
+    const double count = double(e - b);
+    double s = 0.0;
+    for (int32_t j = b + threadIdx.x; j < e; j += blockDim.x) s += values[order[j]];
+    s = block_sum(s, red);
+    if (threadIdx.x == 0) bcast = count > 1.0 ? s / count : 0.0;
+    __syncthreads();
+    const double mean = bcast;
+    double sq = 0.0;
+    for (int32_t j = b + threadIdx.x; j < e; j += blockDim.x) {
+      const double d = values[order[j]] - mean;
+      sq += d * d;
+    }
+    sq = block_sum(sq, red);
+    __syncthreads();  // everyone has read bcast (mean)
+    if (threadIdx.x == 0) bcast = count > 1.0 ? sqrt(sq / (count - 1.0)) : 1.0;
+    __syncthreads();
+    const double std_dev = bcast;
+    for (int32_t j = b + threadIdx.x; j < e; j += blockDim.x) {
+      const int32_t i = order[j];
+      const double centred = values[i] - mean;
+      out[i] = norm_by_std ? centred / (std_dev + eps) : centred;
+    }
+    __syncthreads();  // bcast is rewritten by the next group
+  }
+}
+
+__global__ void broadcast_kernel(const double* __restrict__ row_values, const uint8_t* __restrict__ mask,
+                                 int64_t rows, int64_t cols, float* __restrict__ out) {
+  const int64_t n = rows * cols;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    out[i] = mask[i] != 0 ? float(row_values[i / cols]) : 0.0f;
+  }
+}
+
+__global__ void spans_kernel(const double* __restrict__ values, const int32_t* __restrict__ spans, int64_t m,
+                             int64_t cols, float* __restrict__ out) {
+  for (int64_t k = blockIdx.x; k < m; k += gridDim.x) {
+    const int64_t row = spans[3 * k];
+    const int32_t s = spans[3 * k + 1], e = spans[3 * k + 2];
+    const float v = float(values[k]);
+    float* o = out + row * cols;
+    for (int32_t c = s + int32_t(threadIdx.x); c < e; c += int32_t(blockDim.x)) o[c] = v;
+  }
+}
+
+// Counting sort of the group ids: offsets[group_count + 1], order[n] (stable).
+void member_lists(const int32_t* groups, int64_t n, int32_t group_count, std::vector<int32_t>& offsets,
+                  std::vector<int32_t>& order) {
+  offsets.assign(size_t(group_count) + 1, 0);
+  for (int64_t i = 0; i < n; ++i) ++offsets[size_t(groups[i]) + 1];
+  for (int32_t g = 0; g < group_count; ++g) offsets[g + 1] += offsets[g];
+  std::vector<int32_t> fill(offsets.begin(), offsets.end() - 1);
+  order.resize(size_t(n));
+  for (int64_t i = 0; i < n; ++i) order[fill[groups[i]]++] = int32_t(i);
+}
+
+}  // namespace kern
+}  // namespace cuda
+}  // namespace mempo
