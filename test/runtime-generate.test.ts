@@ -3,6 +3,9 @@
  */
 import { backend } from '../src/backend';
 import { CausalLM } from '../src/runtime';
+import type { ForwardInput } from '../src/runtime';
+import { generate } from '../src/runtime/generate';
+import { scoreTargets } from '../src/runtime/scorer';
 import { EXPECTED_BACKEND } from './helpers';
 import { MODEL_DIR, maxAbsDiff, randomIds, referenceLogprobs } from './runtime-helpers';
 
@@ -184,6 +187,55 @@ describe('CausalLM.generate on the embedded model', () => {
     expect(res[0]!.tokenIds).toEqual([]);
     expect(res[0]!.finishReason).toBe('length');
     expect(res[0]!.text).toBe('');
+  });
+});
+
+describe('a model that takes no position_ids (positions follow the cache length)', () => {
+  /**
+   * Simulates such an export with the embedded model: positions are always past + 0..s-1,
+   * whatever the caller computed, which is wrong for left-padded rows.
+   */
+  function withoutPositionIds(): CausalLM {
+    const fake = Object.create(model) as CausalLM & { io: CausalLM['io'] };
+    Object.defineProperty(fake, 'io', { value: { ...model.io, hasPositionIds: false } });
+    fake.forward = (input: ForwardInput) => {
+      const positionIds = new BigInt64Array(input.batch * input.seqLen);
+      for (let r = 0; r < input.batch; r++) {
+        for (let k = 0; k < input.seqLen; k++) positionIds[r * input.seqLen + k] = BigInt(input.past.length + k);
+      }
+      return model.forward({ ...input, positionIds });
+    };
+    return fake;
+  }
+
+  it('batches only prompts of equal length, so no row is padded, and stays exact', async () => {
+    const fake = withoutPositionIds();
+    const ps = prompts();
+    const all = [ps[0]!, ps[1]!, ps[0]!, ps[2]!];
+    const res = await generate(fake, all, { maxNewTokens: 6, seed: 5, eosTokenIds: [] });
+    const stats = fake.lastGenerationStats!;
+    expect(stats.waves).toBe(new Set(all.map((p) => p.length)).size);
+    expect(stats.paddedPrefillTokens).toBe(stats.prefillTokens);
+    for (let i = 0; i < all.length; i++) {
+      const ref = await referenceLogprobs(model, all[i]!, res[i]!.tokenIds);
+      expect(maxAbsDiff(res[i]!.logprobs, ref)).toBeLessThan(1e-4);
+    }
+  });
+
+  it('scores with right padding exactly and refuses left padding', async () => {
+    const fake = withoutPositionIds();
+    const items = [
+      { contextIds: randomIds(40, 1), targetIds: [9, 77, 10] },
+      { contextIds: randomIds(5, 2), targetIds: [9, 78, 79, 10] },
+    ];
+    const got = await scoreTargets(fake, items);
+    for (let i = 0; i < items.length; i++) {
+      const ref = await referenceLogprobs(model, items[i]!.contextIds, items[i]!.targetIds);
+      expect(maxAbsDiff(got[i]!, ref)).toBeLessThan(1e-4);
+    }
+    await expect(scoreTargets(fake, items, { padding: 'left' })).rejects.toThrow(
+      `padding: 'left' needs position_ids, which ${model.modelPath} does not take`,
+    );
   });
 });
 
