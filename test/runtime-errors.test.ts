@@ -7,7 +7,7 @@ import { backend } from '../src/backend';
 import { CausalLM, MempoRuntimeError, Tokenizer } from '../src/runtime';
 import { checkModelIO, type ModelConfig } from '../src/runtime/model-dir';
 import { EXPECTED_BACKEND } from './helpers';
-import { MODEL_DIR, modelCopy } from './runtime-helpers';
+import { MAX_POS, MODEL_CONFIG, MODEL_DIR, VOCAB, modelCopy } from './runtime-helpers';
 
 let model: CausalLM;
 const temps: string[] = [];
@@ -74,21 +74,27 @@ describe('model directories the runtime cannot use', () => {
   });
 
   it('lists the inputs and outputs the model lacks for the layers config.json declares', async () => {
-    const d = copy({ editConfig: (c) => (c['num_hidden_layers'] = 6) });
+    const L = MODEL_CONFIG.num_hidden_layers;
+    const d = copy({ editConfig: (c) => (c['num_hidden_layers'] = L + 1) });
     const err = CausalLM.load(d);
     await expect(err).rejects.toThrow(
       `The ONNX model ${join(d, 'model.onnx')} does not fit the text-generation-with-past contract ` +
-        '(config.json: 6 layers, 4 kv heads, head_dim 64, vocab 2048): missing inputs past_key_values.5.key, past_key_values.5.value; ' +
-        'missing outputs present.5.key, present.5.value',
+        `(config.json: ${L + 1} layers, ${MODEL_CONFIG.num_key_value_heads} kv heads, head_dim ${MODEL_CONFIG.head_dim}, vocab ${VOCAB}): ` +
+        `missing inputs past_key_values.${L}.key, past_key_values.${L}.value; missing outputs present.${L}.key, present.${L}.value`,
+    );
+    const fewer = copy({ editConfig: (c) => (c['num_hidden_layers'] = L - 1) });
+    await expect(CausalLM.load(fewer)).rejects.toThrow(
+      `unsupported inputs past_key_values.${L - 1}.key, past_key_values.${L - 1}.value`,
     );
     expect(await codeOf(CausalLM.load(d))).toBe('ERR_MODEL_IO');
   });
 
   it('reports dimensions that contradict config.json', async () => {
-    const d = copy({ editConfig: (c) => (c['vocab_size'] = 4096) });
-    await expect(CausalLM.load(d)).rejects.toThrow('logits dimension 2 is 2048, config.json implies 4096');
-    const h = copy({ editConfig: (c) => (c['num_key_value_heads'] = 2) });
-    await expect(CausalLM.load(h)).rejects.toThrow('past_key_values.0.key dimension 1 is 4, config.json implies 2');
+    const d = copy({ editConfig: (c) => (c['vocab_size'] = 2 * VOCAB) });
+    await expect(CausalLM.load(d)).rejects.toThrow(`logits dimension 2 is ${VOCAB}, config.json implies ${2 * VOCAB}`);
+    const H = MODEL_CONFIG.num_key_value_heads;
+    const h = copy({ editConfig: (c) => (c['num_key_value_heads'] = H * 2) });
+    await expect(CausalLM.load(h)).rejects.toThrow(`past_key_values.0.key dimension 1 is ${H}, config.json implies ${H * 2}`);
   });
 
   it('names a config.json field it needs', async () => {
@@ -135,26 +141,26 @@ describe('scoring inputs the runtime rejects', () => {
   });
 
   it('names the item and position of a token id outside the vocabulary', async () => {
-    await expect(model.scoreTargets([ok, ok, { contextIds: [1, 2048], targetIds: [3] }])).rejects.toThrow(
-      'Expected a token id in [0, 2048) for items[2].contextIds[1] but received 2048',
+    await expect(model.scoreTargets([ok, ok, { contextIds: [1, VOCAB], targetIds: [3] }])).rejects.toThrow(
+      `Expected a token id in [0, ${VOCAB}) for items[2].contextIds[1] but received ${VOCAB}`,
     );
     await expect(model.scoreTargets([{ contextIds: [1], targetIds: [5, -1] }])).rejects.toThrow(
-      'Expected a token id in [0, 2048) for items[0].targetIds[1] but received -1',
+      `Expected a token id in [0, ${VOCAB}) for items[0].targetIds[1] but received -1`,
     );
     await expect(model.scoreTargets([{ contextIds: [1.5], targetIds: [5] }])).rejects.toThrow(
-      'Expected a token id in [0, 2048) for items[0].contextIds[0] but received 1.5',
+      `Expected a token id in [0, ${VOCAB}) for items[0].contextIds[0] but received 1.5`,
     );
     expect(await codeOf(model.scoreTargets([{ contextIds: [NaN], targetIds: [5] }]))).toBe('ERR_TOKEN_OUT_OF_VOCAB');
   });
 
   it('names an item longer than the model maximum unless truncation is asked for', async () => {
-    const long = { contextIds: new Array(2046).fill(5), targetIds: [9, 7, 10] };
+    const long = { contextIds: new Array(MAX_POS - 2).fill(5), targetIds: [9, 7, 10] };
     await expect(model.scoreTargets([ok, long])).rejects.toThrow(
-      "items[1] has 2046 context + 3 target tokens = 2049, more than the model's maximum length 2048 (pass truncate: 'left' to drop the oldest context tokens)",
+      `items[1] has ${MAX_POS - 2} context + 3 target tokens = ${MAX_POS + 1}, more than the model's maximum length ${MAX_POS} (pass truncate: 'left' to drop the oldest context tokens)`,
     );
-    const tooLongTarget = { contextIds: [1], targetIds: new Array(2048).fill(5) };
+    const tooLongTarget = { contextIds: [1], targetIds: new Array(MAX_POS).fill(5) };
     await expect(model.scoreTargets([tooLongTarget], { truncate: 'left' })).rejects.toThrow(
-      "items[0] has 1 context + 2048 target tokens = 2049, more than the model's maximum length 2048",
+      `items[0] has 1 context + ${MAX_POS} target tokens = ${MAX_POS + 1}, more than the model's maximum length ${MAX_POS}`,
     );
   });
 
@@ -180,13 +186,13 @@ describe('generation inputs the runtime rejects', () => {
       'prompts[1] is empty; a prompt needs at least one token',
     );
     await expect(model.generate([[1, 99999]], { maxNewTokens: 4 })).rejects.toThrow(
-      'Expected a token id in [0, 2048) for prompts[0][1] but received 99999',
+      `Expected a token id in [0, ${VOCAB}) for prompts[0][1] but received 99999`,
     );
-    await expect(model.generate([[1], new Array(2048).fill(7)], { maxNewTokens: 4 })).rejects.toThrow(
-      "prompts[1] has 2048 tokens but the model's maximum length is 2048 (room for at least one new token is needed; pass truncate: 'left' to keep the last tokens)",
+    await expect(model.generate([[1], new Array(MAX_POS).fill(7)], { maxNewTokens: 4 })).rejects.toThrow(
+      `prompts[1] has ${MAX_POS} tokens but the model's maximum length is ${MAX_POS} (room for at least one new token is needed; pass truncate: 'left' to keep the last tokens)`,
     );
-    const [r] = await model.generate([new Array(2048).fill(7)], { maxNewTokens: 4, truncate: 'left', seed: 1, eosTokenIds: [] });
-    expect(r!.promptLength).toBe(2047);
+    const [r] = await model.generate([new Array(MAX_POS).fill(7)], { maxNewTokens: 4, truncate: 'left', seed: 1, eosTokenIds: [] });
+    expect(r!.promptLength).toBe(MAX_POS - 1);
     expect(r!.finishReason).toBe('context');
     expect(r!.tokenIds).toHaveLength(1);
   });

@@ -6,6 +6,17 @@ import type { CausalLM } from '../src/runtime';
 
 export const MODEL_DIR = resolve(__dirname, '..', 'models', 'mempo-tiny');
 
+/** The embedded model's config.json (tests derive sizes from it, so a re-export keeps them valid). */
+export const MODEL_CONFIG = JSON.parse(readFileSync(join(MODEL_DIR, 'config.json'), 'utf8')) as {
+  vocab_size: number;
+  max_position_embeddings: number;
+  num_hidden_layers: number;
+  num_key_value_heads: number;
+  head_dim: number;
+};
+export const VOCAB = MODEL_CONFIG.vocab_size;
+export const MAX_POS = MODEL_CONFIG.max_position_embeddings;
+
 /**
  * log π(target_t | context, target_<t) by teacher forcing the unpadded sequence alone, with a
  * float64 log-softmax in JS: the reference for the batched scorer and for generation log-probs.
@@ -53,7 +64,7 @@ export function modelCopy(options: { editConfig?: (c: Record<string, unknown>) =
 }
 
 /** Deterministic pseudo-random token ids in [lo, hi). */
-export function randomIds(n: number, seed: number, lo = 13, hi = 2048): number[] {
+export function randomIds(n: number, seed: number, lo = 13, hi = VOCAB): number[] {
   let s = seed >>> 0 || 1;
   const out: number[] = [];
   for (let i = 0; i < n; i++) {

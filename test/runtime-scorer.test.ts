@@ -4,7 +4,7 @@
 import { backend, setBackend } from '../src/backend';
 import { CausalLM } from '../src/runtime';
 import { EXPECTED_BACKEND } from './helpers';
-import { MODEL_DIR, maxAbsDiff, randomIds, referenceLogprobs } from './runtime-helpers';
+import { MODEL_DIR, VOCAB, maxAbsDiff, randomIds, referenceLogprobs } from './runtime-helpers';
 
 let model: CausalLM;
 beforeAll(async () => {
@@ -65,9 +65,9 @@ describe('scoreTargets on the embedded model', () => {
 
   it('caps the token budget by maxLogitsBytes', async () => {
     const batch = items();
-    // 2048-wide vocab, 4 bytes: 130 padded tokens per pass. Lengths sorted: 124 | 97 | 71 |
+    // VOCAB-wide rows of 4 bytes: 130 padded tokens per pass. Lengths sorted: 124 | 97 | 71 |
     // 52 38 | 37 23 12 | 8 6 6 4 (rows x longest row <= 130).
-    await model.scoreTargets(batch, { maxLogitsBytes: 130 * 2048 * 4 });
+    await model.scoreTargets(batch, { maxLogitsBytes: 130 * VOCAB * 4 });
     const stats = model.lastScoreStats!;
     expect(stats.microBatches).toBe(6);
     expect(stats.paddedTokens).toBe(124 + 97 + 71 + 2 * 52 + 3 * 37 + 4 * 8);
@@ -101,7 +101,7 @@ describe('scoreTargets on the embedded model', () => {
     });
     expect(calls).toHaveLength(batch.length);
     for (const c of calls) {
-      expect(c.length).toBe(c.rows * 2048);
+      expect(c.length).toBe(c.rows * VOCAB);
       expect(c.shared).toBe(true);
     }
   });
