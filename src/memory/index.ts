@@ -1,0 +1,2 @@
+export { AgentMemory } from './agent-memory';
+export type { AgentMemoryOptions, MemoryRecord, MemoryRecordType } from './agent-memory';

@@ -1,0 +1,206 @@
+/**
+ * Scoring of finished trajectories: outcome reward (SPEC §3), per-round snapshots (SPEC §2),
+ * memory rewards with all 2M items of a batch in ONE scorer call (SPEC §4), and the outcome,
+ * memory and final advantages through the kernel API (SPEC §5). Trajectories that hit a tool
+ * failure are excluded: their group is normalised over the remaining samples.
+ */
+import { EOS_TOKEN, IM_END, IM_START } from '../agent/protocol';
+import { finalAdvantage, grpoOutcomeAdvantage, memoryAdvantage } from '../advantage';
+import { computeScore, validateFormat } from '../rewards';
+import { memoryRewards } from '../scoring';
+import type { Trajectory } from './agent';
+import type { TargetScorer, TextCodec } from './generator';
+import type { PipelineOptions } from './options';
+
+export interface Snapshot {
+  trajectory: Trajectory;
+  /** Index into the batch's trajectory list. */
+  row: number;
+  /** 1-based round. */
+  round: number;
+  /** SPEC §2: prompt + all previous response tokens (a prefix of the trajectory). */
+  fullContext: number[];
+  /** SPEC §2: promptIds + the round's tokens up to and including `</mem>`. */
+  memContext: number[];
+  /** The mem span in the response, [start, end), per `memory.memSpan`. */
+  span: [number, number];
+  targetIds: number[];
+  ansMask: Uint8Array;
+}
+
+export interface RoundRewards {
+  memReward: number;
+  pFull: number;
+  pMem: number;
+}
+
+export interface ScoredTrajectory {
+  trajectory: Trajectory;
+  text: string;
+  score: number | null;
+  formatValid: boolean;
+  formatReason: string | null;
+  /** Per round (index r-1): the memory reward, or null. */
+  roundRewards: Array<RoundRewards | null>;
+  /** Per response token. Zero for excluded trajectories. */
+  outcomeAdvantage: Float32Array;
+  memoryAdvantage: Float32Array;
+  advantages: Float32Array;
+  excluded: boolean;
+}
+
+export interface ScoreStats {
+  snapshots: number;
+  scoredItems: number;
+  scorerCalls: number;
+  scoreMs: number;
+  advantageMs: number;
+}
+
+const SPECIAL_TEXT_RE = new RegExp([EOS_TOKEN, IM_END, IM_START].map((s) => s.replace(/[|]/g, '\\|')).join('|'), 'g');
+
+/** The response text the outcome reward reads: the decoded response without eos / chat markers. */
+export function scoringText(text: string): string {
+  return text.replace(SPECIAL_TEXT_RE, '');
+}
+
+/** SPEC §4 target: template with the gold filled in, the gold's tokens marked (prefix/answer/suffix tokenised apart). */
+export function answerTarget(gold: string, template: string, codec: TextCodec): { targetIds: number[]; ansMask: Uint8Array } {
+  const [prefix = '', suffix = ''] = template.split('{answer}');
+  const p = prefix.length ? codec.encode(prefix) : [];
+  const a = codec.encode(gold);
+  const s = suffix.length ? codec.encode(suffix) : [];
+  const targetIds = [...p, ...a, ...s];
+  const ansMask = new Uint8Array(targetIds.length);
+  ansMask.fill(1, p.length, p.length + a.length);
+  return { targetIds, ansMask };
+}
+
+/** SPEC §2 snapshots of one batch: rounds r ≥ 2 with a closed `<mem>`, non-excluded trajectories. */
+export function buildSnapshots(trajectories: readonly Trajectory[], codec: TextCodec, options: PipelineOptions): Snapshot[] {
+  const m = options.memory;
+  const out: Snapshot[] = [];
+  trajectories.forEach((t, row) => {
+    if (t.state === 'error') return;
+    const gold = t.question.golds[0]!;
+    const target = answerTarget(gold, m.answerTemplate, codec);
+    for (const r of t.rounds) {
+      if (r.index < 2 || r.memOpen === null || r.memClose === null) continue;
+      const span: [number, number] = m.memSpan === 'inclusive' ? [r.memOpen, r.memClose + 1] : [r.memOpen + 1, r.memClose];
+      if (span[1] <= span[0]) continue;
+      const prev = t.rounds[r.index - 2]!;
+      const lastObs = m.memContextIncludesLastObservation && prev.observation !== null
+        ? t.responseIds.slice(prev.observation.start, prev.observation.end)
+        : [];
+      out.push({
+        trajectory: t,
+        row,
+        round: r.index,
+        fullContext: [...t.promptIds, ...t.responseIds.slice(0, r.start)],
+        memContext: [...t.promptIds, ...lastObs, ...t.responseIds.slice(r.start, r.memClose + 1)],
+        span,
+        targetIds: target.targetIds,
+        ansMask: target.ansMask,
+      });
+    }
+  });
+  return out;
+}
+
+/**
+ * Scores one batch (trajectories of whole groups): outcome, memory rewards (one scorer call for
+ * all 2M items) and advantages.
+ */
+export async function scoreBatch(
+  trajectories: readonly Trajectory[],
+  codec: TextCodec,
+  scorer: TargetScorer | null,
+  options: PipelineOptions,
+): Promise<{ scored: ScoredTrajectory[]; snapshots: Snapshot[]; stats: ScoreStats }> {
+  const stats: ScoreStats = { snapshots: 0, scoredItems: 0, scorerCalls: 0, scoreMs: 0, advantageMs: 0 };
+  const scored: ScoredTrajectory[] = trajectories.map((t) => {
+    const text = codec.decode(t.responseIds);
+    const clean = scoringText(text);
+    const fmt = validateFormat(clean, { requireAnswer: options.reward.requireAnswer });
+    const excluded = t.state === 'error';
+    const score = excluded ? null : computeScore(clean, t.question.golds, options.reward);
+    const n = t.responseIds.length;
+    return {
+      trajectory: t,
+      text,
+      score,
+      formatValid: fmt.valid,
+      formatReason: fmt.valid ? null : fmt.reason,
+      roundRewards: t.rounds.map(() => null),
+      outcomeAdvantage: new Float32Array(n),
+      memoryAdvantage: new Float32Array(n),
+      advantages: new Float32Array(n),
+      excluded,
+    };
+  });
+
+  // SPEC §4: memory rewards, one scorer call for the whole batch.
+  const snapshots = options.memory.enabled && scorer !== null ? buildSnapshots(trajectories, codec, options) : [];
+  const M = snapshots.length;
+  stats.snapshots = M;
+  if (M > 0) {
+    const t0 = performance.now();
+    const items = [
+      ...snapshots.map((s) => ({ contextIds: s.fullContext, targetIds: s.targetIds })),
+      ...snapshots.map((s) => ({ contextIds: s.memContext, targetIds: s.targetIds })),
+    ];
+    const logps = await scorer!.score(items);
+    stats.scorerCalls = 1;
+    stats.scoredItems = items.length;
+    const A = snapshots.reduce((mx, s) => Math.max(mx, s.targetIds.length), 0);
+    const logp = new Float32Array(2 * M * A);
+    const mask = new Uint8Array(2 * M * A);
+    for (let i = 0; i < 2 * M; i++) {
+      const s = snapshots[i % M]!;
+      const lp = logps[i]!;
+      if (lp.length !== s.targetIds.length) throw new Error(`The scorer returned ${lp.length} log-probs for item ${i} with ${s.targetIds.length} target tokens`);
+      logp.set(lp, i * A);
+      mask.set(s.ansMask, i * A);
+    }
+    const res = memoryRewards(logp, mask, M, A, { threshold: options.memory.threshold });
+    snapshots.forEach((s, i) => {
+      scored[s.row]!.roundRewards[s.round - 1] = { memReward: res.memRewards[i]!, pFull: res.pFull[i]!, pMem: res.pMem[i]! };
+    });
+    stats.scoreMs = performance.now() - t0;
+  }
+
+  // SPEC §5: advantages over the non-excluded trajectories (kernel API, padded B×T).
+  const t1 = performance.now();
+  const kept = scored.map((s, i) => ({ s, i })).filter(({ s }) => !s.excluded);
+  const B = kept.length;
+  if (B > 0) {
+    const T = Math.max(1, ...kept.map(({ s }) => s.trajectory.responseIds.length));
+    const mask = new Uint8Array(B * T);
+    kept.forEach(({ s }, b) => mask.set(s.trajectory.responseMask, b * T));
+    const adv = options.advantage;
+    const norm = { eps: adv.eps, normByStd: adv.normByStd };
+    const outcome = grpoOutcomeAdvantage(kept.map(({ s }) => s.score!), kept.map(({ s }) => s.trajectory.uid), mask, T, norm);
+    const rowOf = new Map<number, number>();
+    kept.forEach(({ i }, b) => rowOf.set(i, b));
+    const memSnaps = snapshots.filter((s) => rowOf.has(s.row));
+    const memory = memSnaps.length === 0
+      ? new Float32Array(B * T)
+      : memoryAdvantage(
+        memSnaps.map((s) => scored[s.row]!.roundRewards[s.round - 1]!.memReward),
+        memSnaps.map((s) => s.trajectory.uid),
+        Int32Array.from(memSnaps.flatMap((s) => [rowOf.get(s.row)!, s.span[0], s.span[1]])),
+        B,
+        T,
+        { ...norm, memGrouping: adv.memGrouping, rounds: Int32Array.from(memSnaps.map((s) => s.round)) },
+      );
+    const final = finalAdvantage(outcome, memory, mask, { alpha: adv.alpha });
+    kept.forEach(({ s }, b) => {
+      const n = s.trajectory.responseIds.length;
+      s.outcomeAdvantage = outcome.slice(b * T, b * T + n);
+      s.memoryAdvantage = memory.slice(b * T, b * T + n);
+      s.advantages = final.slice(b * T, b * T + n);
+    });
+  }
+  stats.advantageMs = performance.now() - t1;
+  return { scored, snapshots, stats };
+}
