@@ -51,7 +51,7 @@ def export(lm: TinyLM, out: str, extra_config=None):
         json.dump(cfg, f, indent=2)
         f.write("\n")
     with open(os.path.join(out, "generation_config.json"), "w") as f:
-        json.dump({"bos_token_id": 0, "eos_token_id": [0, 8, 10], "pad_token_id": 0}, f, indent=2)
+        json.dump({"bos_token_id": 0, "eos_token_id": [0, 2], "pad_token_id": 0}, f, indent=2)
         f.write("\n")
     write_manifest(out)
 

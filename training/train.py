@@ -42,7 +42,7 @@ from model import Config, TinyLM, param_count  # noqa: E402
 OUT = os.path.join(HERE, "out")
 MODEL_DIR = os.path.join(ROOT, "models", "mempo-tiny")
 ROW = 512
-MIX = {"memory": 0.6, "full": 0.3, "score": 0.10}  # share of trained tokens per sample kind
+MIX = {"memory": 0.6, "stream": 0.3, "score": 0.10}  # share of trained tokens per sample kind
 
 
 def log(msg, fh=None):
@@ -79,7 +79,7 @@ def load(path):
 def select(samples, budget_tokens, rng):
     by = {k: [] for k in MIX}
     for s in samples:
-        by[s["p"]].append(s)
+        by.setdefault(s["p"], []).append(s)
     chosen = []
     for k, share in MIX.items():
         xs = by[k][:]
@@ -147,8 +147,11 @@ def tensorize(rows):
             pos[b, o:o + n] = torch.arange(n)
             seg[b, o:o + n] = j
             c = len(s["c"])
-            # position t predicts token t+1: targets are the output tokens
-            tgt[b, o + c - 1:o + n - 1] = torch.tensor(s["o"])
+            # position t predicts token t+1: targets are the output tokens (masked ones skipped)
+            t_o = torch.tensor(s["o"])
+            if "m" in s:
+                t_o = torch.where(torch.tensor(s["m"]) > 0, t_o, torch.full_like(t_o, -100))
+            tgt[b, o + c - 1:o + n - 1] = t_o
             o += n
     return ids, pos, seg, tgt
 
@@ -180,7 +183,7 @@ def dev_check(lm, dev, n, fh):
     lm.eval()
     res = {}
     rng = random.Random(7)
-    for p in ("memory", "full", "score"):
+    for p in ("memory", "full", "score", "stream"):
         xs = [s for s in dev if s["p"] == p and len(s["c"]) + len(s["o"]) <= 1024]
         rng.shuffle(xs)
         xs = xs[:n]
@@ -199,10 +202,11 @@ def dev_check(lm, dev, n, fh):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=900)
-    ap.add_argument("--max-minutes", type=float, default=40.0, help="hard stop of the optimisation loop")
-    ap.add_argument("--tokens-per-step", type=int, default=8192)
-    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--steps", type=int, default=0,
+                    help="optimiser steps; 0 = auto: fit the measured step time into --max-minutes")
+    ap.add_argument("--max-minutes", type=float, default=39.0, help="time budget of the optimisation loop")
+    ap.add_argument("--tokens-per-step", type=int, default=2048)
+    ap.add_argument("--lr", type=float, default=1.5e-3)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--skip-data", action="store_true")
     ap.add_argument("--no-export", action="store_true")
@@ -218,7 +222,8 @@ def main():
     train_path, dev_path = make_data(a.skip_data)
     samples = load(train_path)
     dev = load(dev_path)
-    budget = int(a.steps * a.tokens_per_step * 0.9)
+    max_steps = a.steps if a.steps > 0 else 8000
+    budget = int(max_steps * a.tokens_per_step * 0.9)
     chosen = select(samples, budget, rng)
     del samples
     gc.collect()
@@ -235,13 +240,16 @@ def main():
     no_decay = [p for n, p in lm.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05},
                              {"params": no_decay, "weight_decay": 0.0}], lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
-    steps = min(a.steps, len(bs))
-    warm = 40
+    steps = min(max_steps, len(bs))
+    warm = 50
+    budget_s = a.max_minutes * 60
 
-    def lr_at(s):
+    def lr_at(s, el):
+        """Linear warm-up, then cosine decay to 5% over the step budget (--steps) or, in auto
+        mode, over the wall-clock budget (the loop stops when it is spent)."""
         if s < warm:
             return a.lr * (s + 1) / warm
-        p = (s - warm) / max(1, steps - warm)
+        p = (s - warm) / max(1, steps - warm) if a.steps > 0 else el / budget_s
         return a.lr * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(1.0, p))))
 
     curve = []
@@ -249,9 +257,11 @@ def main():
     ema = None
     lm.train()
     step = 0
-    for step in range(steps):
+    lr = a.lr
+    while step < steps:
+        lr = lr_at(step, time.time() - t_train)
         for g in opt.param_groups:
-            g["lr"] = lr_at(step)
+            g["lr"] = lr
         ids, pos, seg, tgt = tensorize(bs[step])
         loss, ntok = loss_fn(lm, ids, pos, seg, tgt)
         opt.zero_grad(set_to_none=True)
@@ -263,13 +273,14 @@ def main():
         curve.append((step, lv))
         el = time.time() - t_train
         if step % 10 == 0 or step == steps - 1:
-            log(f"step {step:4d}/{steps} loss {lv:.4f} ema {ema:.4f} lr {lr_at(step):.2e} "
+            log(f"step {step:4d}/{steps} loss {lv:.4f} ema {ema:.4f} lr {lr:.2e} "
                 f"tokens {ids.numel()} out-tokens {ntok} elapsed {el / 60:.1f}m", fh)
         if step > 0 and step % 200 == 0:
             torch.save({"config": cfg.to_dict(), "model": lm.state_dict()}, os.path.join(OUT, "model.pt"))
-        if el > a.max_minutes * 60:
+        if a.steps == 0 and el > budget_s:
             log(f"time budget reached at step {step}", fh)
             break
+        step += 1
     train_s = time.time() - t_train
     final = sum(l for _, l in curve[-20:]) / len(curve[-20:])
     torch.save({"config": cfg.to_dict(), "model": lm.state_dict()}, os.path.join(OUT, "model.pt"))

@@ -1,132 +1,41 @@
 #!/usr/bin/env node
 /**
- * World generator CLI.
- *   node dist/world/cli.js [generate] [--seed N] [--out data/world] [--model models/mempo-tiny]
- *   node dist/world/cli.js tokenizer [--seed N] [--model models/mempo-tiny]
+ * World generator CLI (`npm run world:generate` = build + `node dist/world/cli.js`).
+ *
+ *   node dist/world/cli.js [generate] [--seed N] [--out data/world] [--tokenizer --model models/mempo-tiny]
+ *       writes data/world/{corpus,train,dev,test,oracle-dev}.jsonl + meta.json (and, with
+ *       --tokenizer, the tokenizer files of the model directory), byte-identical per seed.
+ *   node dist/world/cli.js tokenizer [--model models/mempo-tiny]
+ *   node dist/world/cli.js samples --split train|dev [--draws 1] [--flaw-rate 0.3] [--samples-out F]
+ *       tokenised training samples for training/train.py
+ *   node dist/world/cli.js eval [--split test] [--n 50] [--policies memory,full] [--group 16]
+ *       agent rollouts of the model with the package runtime (see src/world/eval.ts)
  */
 import * as fs from 'fs';
 import * as path from 'path';
-import { buildKB, renderCorpus, relationsOf, factObject, objectName, SPLITS } from './kb';
-import { Bm25 } from './bm25';
-import { buildQuestions, DEFAULT_COUNTS, questionRecord, Question } from './questions';
-import { Oracle, OracleTrajectory } from './oracle';
-import { Rng } from './rng';
-import { cachedEncoder, loadTokenizer, trajectorySamples } from './samples';
-import { buildTokenizerJson, tokenizerConfigJson } from './tokenizer';
-import { SYSTEM_PROMPT, renderObservation, EMPTY_MEMORY } from '../agent/protocol';
-
-export const DEFAULT_SEED = 20260529;
-export const VOCAB_SIZE = 2048;
-export const MAX_POSITIONS = 2048;
+import { Question } from './questions';
+import { cachedEncoder, loadTokenizer, trajectorySamples, trajectoryStream } from './samples';
+import {
+  DEFAULT_SEED, MAX_POSITIONS, World, buildWorld, oracleTrajectories, tokenizerFiles, worldFiles,
+} from './world';
 
 function arg(name: string, dflt: string): string {
   const i = process.argv.indexOf(`--${name}`);
   return i >= 0 && process.argv[i + 1] !== undefined ? (process.argv[i + 1] as string) : dflt;
 }
 
-/** Texts the BPE is trained on: the corpus, all questions, oracle rounds, chat prompts. */
-export function tokenizerTexts(w: World): { texts: string[]; syllables: Map<string, string> } {
-  const kb = w.kb;
-  const syllables = new Map<string, string>();
-  for (const e of kb.entities) {
-    const words = e.name.split(' ');
-    const syls = e.syllabified.split(' ');
-    words.forEach((word, i) => {
-      const s = syls[i];
-      if (s && s.includes('|')) syllables.set(word, s);
-    });
-  }
-  const texts: string[] = [EMPTY_MEMORY];
-  // the prompt scaffolding is in every context: weight it so it gets whole-word tokens
-  for (let i = 0; i < 300; i++) texts.push(SYSTEM_PROMPT, 'system\nuser\nassistant\n');
-  for (const d of w.corpus) texts.push(renderObservation([d]));
-  for (const split of SPLITS) for (const q of w.questions[split]) texts.push(q.question);
-  const trajs = oracleTrajectories(w, w.questions.train.slice(0, 4000), w.seed + 5);
-  for (const t of trajs) for (const r of t.rounds) texts.push(r.text);
-  for (const e of kb.entities) {
-    for (const r of relationsOf(e.type)) {
-      const o = factObject(kb, e.id, r.id);
-      if (o === undefined) continue;
-      const on = objectName(kb, r.id, o);
-      texts.push(`<answer>${on}</answer>`);
-    }
-  }
-  return { texts, syllables };
-}
-
 function writeTokenizer(w: World, modelDir: string): void {
-  const { texts, syllables } = tokenizerTexts(w);
-  const tok = buildTokenizerJson(texts, { vocabSize: VOCAB_SIZE, syllables });
   fs.mkdirSync(modelDir, { recursive: true });
-  fs.writeFileSync(path.join(modelDir, 'tokenizer.json'), JSON.stringify(tok, null, 1) + '\n');
-  fs.writeFileSync(path.join(modelDir, 'tokenizer_config.json'), JSON.stringify(tokenizerConfigJson(MAX_POSITIONS), null, 2) + '\n');
-  const n = Object.keys((tok as { model: { vocab: object } }).model.vocab).length;
-  console.log(`tokenizer: ${n} tokens -> ${modelDir}`);
-}
-
-export interface World {
-  seed: number;
-  kb: ReturnType<typeof buildKB>;
-  corpus: ReturnType<typeof renderCorpus>;
-  bm25: Bm25;
-  questions: Record<'train' | 'dev' | 'test', Question[]>;
-  oracle: Oracle;
-}
-
-/** Build the whole world in memory (deterministic from the seed). */
-export function buildWorld(seed: number = DEFAULT_SEED): World {
-  const kb = buildKB(seed);
-  const corpus = renderCorpus(kb);
-  const bm25 = new Bm25(corpus);
-  const questions = {
-    train: buildQuestions(kb, 'train', seed + 1, DEFAULT_COUNTS.train),
-    dev: buildQuestions(kb, 'dev', seed + 2, DEFAULT_COUNTS.dev),
-    test: buildQuestions(kb, 'test', seed + 3, DEFAULT_COUNTS.test),
-  };
-  return { seed, kb, corpus, bm25, questions, oracle: new Oracle(kb, corpus, bm25) };
-}
-
-/** Oracle trajectories of a question list (deterministic). */
-export function oracleTrajectories(w: World, qs: Question[], seed: number, flawRate = 0.3): OracleTrajectory[] {
-  return qs.map((q, i) => w.oracle.trajectory(q, new Rng(seed * 7919 + i * 104729 + 17), { flawRate }));
-}
-
-function jsonl(rows: object[]): string {
-  return rows.map((r) => JSON.stringify(r)).join('\n') + '\n';
+  for (const [name, text] of Object.entries(tokenizerFiles(w))) fs.writeFileSync(path.join(modelDir, name), text);
+  console.log(`tokenizer -> ${modelDir}`);
 }
 
 function generate(seed: number, outDir: string, modelDir: string, withTokenizer: boolean): void {
   const w = buildWorld(seed);
   fs.mkdirSync(outDir, { recursive: true });
-  fs.writeFileSync(path.join(outDir, 'corpus.jsonl'), jsonl(w.corpus));
-  for (const split of SPLITS) {
-    fs.writeFileSync(path.join(outDir, `${split}.jsonl`), jsonl(w.questions[split].map((q) => questionRecord(w.kb, q))));
-  }
-  const devTraj = oracleTrajectories(w, w.questions.dev, seed + 11, 0);
-  fs.writeFileSync(path.join(outDir, 'oracle-dev.jsonl'), jsonl(devTraj.map((t) => ({
-    qid: t.qid, question: t.question, golds: t.golds, correct: t.correct,
-    rounds: t.rounds.map((r) => (r.observation !== undefined ? { text: r.text, observation: r.observation } : { text: r.text })),
-  }))));
-  // retrievability of the oracle's queries (rank of the subject document)
-  const stats = { queries: 0, rank1: 0, top3: 0 };
-  for (const q of w.questions.test.concat(w.questions.dev)) {
-    for (const c of q.chains) for (const h of c) {
-      const r = relationsOf(w.kb.byId.get(h.subject)!.type).find((x) => x.id === h.relation)!;
-      const rank = w.oracle.rankOf(r.query(w.kb.byId.get(h.subject)!.name), h.subject);
-      stats.queries++;
-      if (rank === 0) stats.rank1++;
-      if (rank >= 0) stats.top3++;
-    }
-  }
-  const meta = {
-    seed,
-    documents: w.corpus.length,
-    entities: Object.fromEntries(SPLITS.map((s) => [s, w.kb.entities.filter((e) => e.split === s).length])),
-    questions: Object.fromEntries(SPLITS.map((s) => [s, w.questions[s].length])),
-    oracleRetrieval: stats,
-  };
-  fs.writeFileSync(path.join(outDir, 'meta.json'), JSON.stringify(meta, null, 2) + '\n');
-  console.log(JSON.stringify(meta));
+  const files = worldFiles(w);
+  for (const [name, text] of Object.entries(files)) fs.writeFileSync(path.join(outDir, name), text);
+  console.log(files['meta.json']);
   if (withTokenizer) writeTokenizer(w, modelDir);
 }
 
@@ -166,11 +75,85 @@ async function writeSamples(
         st.max = Math.max(st.max, c.length + o.length);
         lines.push(JSON.stringify({ p: s.policy, h: q.hops, k: q.objectives, r: s.round, f: t.flaw ? 1 : 0, c, o }));
       }
+      // whole full-policy trajectory (loss on generated tokens only)
+      const st = trajectoryStream(t);
+      const c = enc.encode(st.context);
+      const o: number[] = [];
+      const m: number[] = [];
+      for (const p of st.pieces) {
+        const ids = enc.encode(p.text);
+        for (const x of ids) {
+          o.push(x);
+          m.push(p.generated ? 1 : 0);
+        }
+      }
+      const room = MAX_POSITIONS - c.length;
+      const ss = (stats.stream ??= { n: 0, ctx: 0, out: 0, max: 0 });
+      ss.n++;
+      ss.ctx += c.length;
+      ss.out += Math.min(room, o.length);
+      ss.max = Math.max(ss.max, c.length + o.length);
+      lines.push(JSON.stringify({
+        p: 'stream', h: q.hops, k: q.objectives, r: 0, f: t.flaw ? 1 : 0, c, o: o.slice(0, room), m: m.slice(0, room),
+      }));
     }
     fs.writeSync(fd, lines.join('\n') + '\n');
   }
   fs.closeSync(fd);
   console.log(JSON.stringify({ trajectories: trajs, flawed, checked, stats }));
+}
+
+/** Pick up to n questions of each kind (hops / objectives), in file order. */
+function stratified(qs: Question[], n: number): Question[] {
+  const by = new Map<string, Question[]>();
+  for (const q of qs) {
+    const k = q.kind === 'chain' ? `hop${q.hops}` : `multi${q.objectives}`;
+    const list = by.get(k) ?? [];
+    if (list.length < n) list.push(q);
+    by.set(k, list);
+  }
+  return [...by.values()].flat();
+}
+
+async function runEval(seed: number, modelDir: string): Promise<void> {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { CausalLM } = require('../runtime') as typeof import('../runtime');
+  const { rollout, summarize, mixedGroupRate } = await import('./eval');
+  const w = buildWorld(seed);
+  const split = arg('split', 'test') as 'train' | 'dev' | 'test';
+  const n = Number(arg('n', '50'));
+  const policies = arg('policies', 'memory,full').split(',') as ('memory' | 'full')[];
+  const threads = Number(arg('threads', '2'));
+  const model = await CausalLM.load(path.resolve(modelDir), {
+    sessionOptions: { intraOpNumThreads: threads, interOpNumThreads: 1 },
+  });
+  const qs = stratified(w.questions[split], n);
+  const report: Record<string, unknown> = { model: modelDir, split, perKind: n };
+  for (const policy of policies) {
+    const t0 = Date.now();
+    const rs = await rollout(model, w.bm25, w.corpus, qs, {
+      policy, temperature: 0, maxTurns: 14, maxRoundTokens: 192, seed: 1,
+    });
+    const sum = summarize(policy, qs, rs);
+    report[`greedy_${policy}`] = { ...sum, seconds: (Date.now() - t0) / 1000 };
+    console.log(JSON.stringify(report[`greedy_${policy}`]));
+    if (process.argv.includes('--show')) {
+      for (const r of rs.slice(0, 6)) console.log(JSON.stringify(r));
+    }
+  }
+  const group = Number(arg('group', '0'));
+  if (group > 0) {
+    const hops = Number(arg('group-hops', '2'));
+    const gq = w.questions[split].filter((q) => q.kind === 'chain' && q.hops === hops).slice(0, Number(arg('group-n', '30')));
+    const t0 = Date.now();
+    const g = await mixedGroupRate(model, w.bm25, w.corpus, gq, group, {
+      policy: 'memory', temperature: 1, maxTurns: 10, maxRoundTokens: 192, seed: 7,
+    });
+    report.sampled_memory = { group, hops, ...g, seconds: (Date.now() - t0) / 1000 };
+    console.log(JSON.stringify(report.sampled_memory));
+  }
+  const out = arg('report', '');
+  if (out) fs.writeFileSync(out, JSON.stringify(report, null, 2) + '\n');
 }
 
 function main(): void {
@@ -193,6 +176,13 @@ function main(): void {
   }
   if (cmd === 'generate') {
     generate(seed, arg('out', 'data/world'), modelDir, process.argv.includes('--tokenizer'));
+    return;
+  }
+  if (cmd === 'eval') {
+    runEval(seed, modelDir).catch((e) => {
+      console.error(e);
+      process.exit(1);
+    });
     return;
   }
   throw new Error(`unknown command ${cmd}`);

@@ -7,11 +7,31 @@
 import * as path from 'path';
 import {
   MEM_CLOSE, MEM_OPEN, SPECIAL_TOKENS, SPECIAL_TOKEN_IDS, SpecialToken, renderAnswerTarget,
-  renderFullContext, renderMemoryContext, renderPrompt,
+  observationSegment, renderFullContext, renderMemoryContext, renderPrompt,
 } from '../agent/protocol';
 import type { OracleTrajectory } from './oracle';
 
 export type SamplePolicy = 'memory' | 'full' | 'score';
+
+/**
+ * A whole `full`-policy trajectory as one sequence: context = promptIds, output = the
+ * response stream; `outputMask` is 1 on generated round text and 0 on observation segments
+ * (SPEC response_mask). Training on it equals training on every round's `full` context.
+ */
+export interface StreamSample {
+  qid: string;
+  context: string;
+  pieces: { text: string; generated: boolean }[];
+}
+
+export function trajectoryStream(t: OracleTrajectory): StreamSample {
+  const pieces: { text: string; generated: boolean }[] = [];
+  for (const r of t.rounds) {
+    pieces.push({ text: r.text, generated: true });
+    if (r.observation !== undefined) pieces.push({ text: observationSegment(r.observation), generated: false });
+  }
+  return { qid: t.qid, context: renderPrompt(t.question), pieces };
+}
 
 export interface TextSample {
   policy: SamplePolicy;

@@ -1,0 +1,205 @@
+/**
+ * The embedded world (src/world) and the agent protocol (src/agent/protocol.ts): the committed
+ * data regenerates byte-identically, splits are entity-disjoint, oracle trajectories follow
+ * SPEC §1 and retrieve with BM25, and the protocol renders exactly what the shipped
+ * tokenizer's chat template renders.
+ */
+import * as fs from 'fs';
+import * as path from 'path';
+import {
+  SPECIAL_TOKENS, SPECIAL_TOKEN_IDS, SYSTEM_PROMPT, memoryPolicyMessages, observationSegment,
+  promptMessages, renderChat, renderFullStream, renderMemoryContext, renderObservation, renderPrompt,
+  renderRound, parseRound, splitAnswers,
+} from '../src/agent/protocol';
+import { computeScore, validateFormat } from '../src/rewards';
+import { Bm25, bm25Tokenize } from '../src/world/bm25';
+import { Entity } from '../src/world/kb';
+import { Question } from '../src/world/questions';
+import { cachedEncoder, loadTokenizer, trajectorySamples, trajectoryStream } from '../src/world/samples';
+import { DEFAULT_SEED, World, buildWorld, oracleTrajectories, tokenizerFiles, worldFiles } from '../src/world/world';
+
+const ROOT = path.join(__dirname, '..');
+const DATA = path.join(ROOT, 'data', 'world');
+const MODEL = path.join(ROOT, 'models', 'mempo-tiny');
+
+let w: World;
+beforeAll(() => {
+  w = buildWorld(DEFAULT_SEED);
+});
+
+function entityIds(q: Question): string[] {
+  return q.chains.flatMap((c) => c.flatMap((h) => [h.subject, ...(w.kb.byId.has(h.object) ? [h.object] : [])]));
+}
+
+describe('world generation', () => {
+  test('committed data/world files regenerate byte-identically from the seed', () => {
+    const files = worldFiles(w);
+    expect(Object.keys(files).sort()).toEqual(
+      ['corpus.jsonl', 'dev.jsonl', 'meta.json', 'oracle-dev.jsonl', 'test.jsonl', 'train.jsonl'],
+    );
+    for (const [name, text] of Object.entries(files)) {
+      expect(fs.readFileSync(path.join(DATA, name), 'utf8') === text).toBe(true);
+    }
+  });
+
+  test('committed tokenizer files regenerate byte-identically', () => {
+    for (const [name, text] of Object.entries(tokenizerFiles(w))) {
+      expect(fs.readFileSync(path.join(MODEL, name), 'utf8') === text).toBe(true);
+    }
+  });
+
+  test('a different seed gives a different world; the same seed the same one', () => {
+    const again = buildWorld(DEFAULT_SEED);
+    expect(again.corpus).toEqual(w.corpus);
+    const other = buildWorld(DEFAULT_SEED + 1);
+    expect(other.corpus[0]).not.toEqual(w.corpus[0]);
+  });
+
+  test('corpus documents have the Search-R1 shape and unique titles', () => {
+    const titles = new Set<string>();
+    for (const d of w.corpus) {
+      expect(Object.keys(d).sort()).toEqual(['contents', 'id', 'title']);
+      expect(d.contents.length).toBeGreaterThan(10);
+      titles.add(d.title);
+    }
+    expect(titles.size).toBe(w.corpus.length);
+    const line = JSON.parse(fs.readFileSync(path.join(DATA, 'corpus.jsonl'), 'utf8').split('\n')[0] as string);
+    expect(typeof line.id).toBe('string');
+  });
+
+  test('train and test questions are entity-disjoint (dev too)', () => {
+    const ids = (qs: Question[]): Set<string> => new Set(qs.flatMap(entityIds));
+    const tr = ids(w.questions.train);
+    const te = ids(w.questions.test);
+    const dv = ids(w.questions.dev);
+    for (const id of te) expect(tr.has(id)).toBe(false);
+    for (const id of dv) expect(tr.has(id) || te.has(id)).toBe(false);
+    // and by name: no test entity name occurs in any train question
+    const trainText = w.questions.train.map((q) => q.question).join('\n');
+    for (const id of te) {
+      const e = w.kb.byId.get(id) as Entity;
+      expect(trainText.includes(e.name)).toBe(false);
+    }
+  });
+
+  test('every split has 1/2/3-hop and 2/4/6/8/10-objective questions with golds', () => {
+    for (const split of ['train', 'dev', 'test'] as const) {
+      const qs = w.questions[split];
+      for (const h of [1, 2, 3]) expect(qs.some((q) => q.kind === 'chain' && q.hops === h)).toBe(true);
+      for (const k of [2, 4, 6, 8, 10]) expect(qs.some((q) => q.kind === 'multi' && q.objectives === k)).toBe(true);
+      for (const q of qs) {
+        expect(q.golds.length).toBeGreaterThan(0);
+        if (q.kind === 'multi') expect(splitAnswers(q.golds[0] as string)).toEqual(q.answers);
+        else expect(q.chains[0]).toHaveLength(q.hops);
+      }
+    }
+    const rec = JSON.parse(fs.readFileSync(path.join(DATA, 'test.jsonl'), 'utf8').split('\n')[0] as string);
+    expect(rec).toEqual(expect.objectContaining({ id: expect.any(String), question: expect.any(String), golds: expect.any(Array) }));
+  });
+
+  test('chain answers follow the knowledge base', () => {
+    for (const q of w.questions.test.filter((x) => x.kind === 'chain').slice(0, 200)) {
+      const chain = q.chains[0]!;
+      for (let i = 0; i + 1 < chain.length; i++) expect(chain[i + 1]!.subject).toBe(chain[i]!.object);
+      expect(w.kb.facts.get(chain[chain.length - 1]!.subject)!.get(chain[chain.length - 1]!.relation)).toBe(chain[chain.length - 1]!.object);
+    }
+  });
+});
+
+describe('BM25 and the oracle', () => {
+  test('tokenisation splits on whitespace and punctuation, lower-cased', () => {
+    expect(bm25Tokenize('Mira Tolvek, born in 1834.')).toEqual(['mira', 'tolvek', 'born', 'in', '1834']);
+  });
+
+  test("the oracle's queries retrieve the subject's document at rank 1", () => {
+    const meta = JSON.parse(fs.readFileSync(path.join(DATA, 'meta.json'), 'utf8'));
+    expect(meta.oracleRetrieval.rank1).toBe(meta.oracleRetrieval.queries);
+    const bm = new Bm25(w.corpus);
+    const hits = bm.search(w.corpus[5]!.title, 3);
+    expect(hits[0]!.index).toBe(5);
+  });
+
+  test('flawless oracle trajectories are valid SPEC §1 responses with reward 1', () => {
+    const qs = w.questions.test.filter((_, i) => i % 7 === 0);
+    const ts = oracleTrajectories(w, qs, 3, 0);
+    for (const t of ts) {
+      expect(t.correct).toBe(true);
+      const resp = renderFullStream(t.rounds.map((r) => r.text), t.rounds.flatMap((r) => (r.observation ? [r.observation] : [])));
+      expect(validateFormat(resp, { requireAnswer: true })).toEqual({ valid: true });
+      expect(computeScore(resp, t.golds)).toBe(1);
+      for (const r of t.rounds) expect(validateFormat(r.text)).toEqual({ valid: true });
+      // memory holds the facts found so far, copied from the documents
+      const last = t.rounds[t.rounds.length - 1]!;
+      const q = qs.find((x) => x.id === t.qid)!;
+      expect(last.mem.split('. ').length).toBe(q.kind === 'chain' ? q.hops : q.objectives);
+    }
+  });
+
+  test('flawed trajectories exist, stay well-formed, and some end wrong', () => {
+    const ts = oracleTrajectories(w, w.questions.dev, 5, 1);
+    const flaws = new Set(ts.map((t) => t.flaw));
+    for (const f of ['wrong_entity', 'vague_query', 'forget', 'wrong_answer', 'premature']) expect(flaws.has(f as never)).toBe(true);
+    expect(ts.some((t) => !t.correct)).toBe(true);
+    expect(ts.filter((t) => t.correct).length).toBeGreaterThan(ts.length / 3);
+    for (const t of ts) for (const r of t.rounds) expect(validateFormat(r.text)).toEqual({ valid: true });
+  });
+});
+
+describe('agent protocol', () => {
+  test('round layout and parsing', () => {
+    const r = renderRound('none', 'Find x.', { kind: 'search', query: 'x born' });
+    expect(r).toBe('<mem>none</mem><think>Find x.</think><search>x born</search>');
+    expect(parseRound(r)).toEqual({ mem: 'none', think: 'Find x.', search: 'x born', answer: null });
+    expect(renderObservation([{ title: 'A', contents: 'a.' }, { title: 'B', contents: 'b.' }]))
+      .toBe('<information>Doc 1 (A): a.\nDoc 2 (B): b.</information>');
+    expect(renderFullStream(['r1', 'r2'], ['o1'])).toBe(`r1${observationSegment('o1')}r2`);
+  });
+
+  test('renderChat equals the shipped chat template rendered by @huggingface/transformers', async () => {
+    const tok = await loadTokenizer(MODEL);
+    const q = w.questions.test[3]!.question;
+    const convs = [
+      promptMessages(q),
+      memoryPolicyMessages(q, renderRound('none', 't', { kind: 'search', query: 's' }), renderObservation([w.corpus[0]!])),
+    ];
+    for (const m of convs) {
+      const ref = tok.apply_chat_template(m, { tokenize: false, add_generation_prompt: true });
+      expect(ref).toBe(renderChat(m, true));
+      const noGen = tok.apply_chat_template(m, { tokenize: false, add_generation_prompt: false });
+      expect(noGen).toBe(renderChat(m, false));
+    }
+    expect(renderPrompt(q)).toBe(`<|im_start|>system\n${SYSTEM_PROMPT}<|im_end|>\n<|im_start|>user\n${q}<|im_end|>\n<|im_start|>assistant\n`);
+  });
+
+  test('every special token is one token with its fixed id; text round-trips', async () => {
+    const tok = await loadTokenizer(MODEL);
+    for (const t of SPECIAL_TOKENS) {
+      expect(Array.from(tok.encode(t, { add_special_tokens: false }))).toEqual([SPECIAL_TOKEN_IDS[t]]);
+    }
+    const t = oracleTrajectories(w, [w.questions.test[250]!], 1, 0)[0]!;
+    const texts = [
+      renderMemoryContext(t.question, t.rounds[0]!.text, t.rounds[0]!.observation!),
+      renderFullStream(t.rounds.map((r) => r.text), t.rounds.flatMap((r) => (r.observation ? [r.observation] : []))),
+      'Ünïcödé — “quotes” 1834, tabs\tand\nnewlines  double  spaces 🙂',
+    ];
+    for (const s of texts) {
+      const ids = Array.from(tok.encode(s, { add_special_tokens: false }));
+      expect(tok.decode(ids, { skip_special_tokens: false })).toBe(s);
+    }
+  });
+
+  test('piecewise encoding (special-token boundaries) equals whole-text encoding', async () => {
+    const tok = await loadTokenizer(MODEL);
+    const enc = cachedEncoder(tok);
+    const ts = oracleTrajectories(w, w.questions.dev.filter((_, i) => i % 15 === 0), 9, 0.5);
+    for (const t of ts) {
+      for (const s of trajectorySamples(t)) {
+        const whole = Array.from(tok.encode(s.context + s.output, { add_special_tokens: false }));
+        expect(enc.encode(s.context).concat(enc.encode(s.output))).toEqual(whole);
+      }
+      const st = trajectoryStream(t);
+      const whole = Array.from(tok.encode(st.context + st.pieces.map((p) => p.text).join(''), { add_special_tokens: false }));
+      expect(st.pieces.reduce((a, p) => a.concat(enc.encode(p.text)), enc.encode(st.context))).toEqual(whole);
+    }
+  });
+});
