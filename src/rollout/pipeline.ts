@@ -77,7 +77,7 @@ export async function runPipeline(input: PipelineInput): Promise<PipelineResult>
   const batches = questionBatches(questions, options.rollout.questionsPerBatch);
   const n = options.rollout.groupSize;
   const skipped = questions.filter((q) => skip.has(q.id)).length;
-  progress?.onPlan?.({ questions: questions.length - skipped, trajectories: (questions.length - skipped) * n, batches: batches.length, skippedQuestions: skipped });
+  progress?.onPlan?.({ questions: questions.length - skipped, trajectories: (questions.length - skipped) * n, batches: batches.filter((qs) => !qs.every((q) => skip.has(q.id))).length, skippedQuestions: skipped });
 
   const stats: PipelineStats = {
     steps: 0, rounds: 0, generatedTokens: 0, observationTokens: 0, searches: 0, toolErrors: 0,

@@ -4,9 +4,9 @@ import { MempoPipelineError } from '../tools/errors';
 import { readJsonlLines } from '../tools/jsonl';
 
 export const questionSchema = z.object({
-  id: z.union([z.string().min(1), z.number().int()]).transform((v) => String(v)),
+  id: z.preprocess((v) => (typeof v === 'number' && Number.isInteger(v) ? String(v) : v), z.string().min(1)),
   question: z.string().min(1),
-  golds: z.union([z.string().min(1).transform((s) => [s]), z.array(z.string()).min(1)]),
+  golds: z.preprocess((v) => (typeof v === 'string' ? [v] : v), z.array(z.string().min(1)).min(1)),
   hops: z.number().int().positive().optional(),
   objectives: z.number().int().positive().optional(),
   kind: z.string().optional(),

@@ -9,7 +9,7 @@ import { readJsonlLines } from './jsonl';
 import type { RetrievedDoc, Retriever } from './retriever';
 
 export const corpusLineSchema = z.object({
-  id: z.union([z.string().min(1), z.number().int()]).transform((v) => String(v)),
+  id: z.preprocess((v) => (typeof v === 'number' && Number.isInteger(v) ? String(v) : v), z.string().min(1)),
   title: z.string().default(''),
   contents: z.string(),
 });

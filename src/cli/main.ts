@@ -1,0 +1,124 @@
+#!/usr/bin/env node
+/**
+ * The `mempo` command: `mempo rollout --out DIR` runs the MemPO pipeline (SPEC §1-§8) and writes
+ * batch.jsonl, summary.json and report.html; `mempo eval` measures a context policy.
+ */
+import { Command, CommanderError, InvalidArgumentError } from 'commander';
+import { MempoPipelineError } from '../tools/errors';
+import { addPipelineOptions, int, intOrNone, pipelineOptionsFromFlags } from './options';
+import { EMBEDDED } from './paths';
+import { executeRun, type RunIO, type RunSettings } from './run';
+
+/** Questions of the default `mempo rollout` slice (about two minutes on 2 CPU cores). */
+export const DEFAULT_ROLLOUT_LIMIT = 4;
+export const DEFAULT_EVAL_LIMIT = 100;
+
+function settingsFrom(kind: 'rollout' | 'eval', o: Record<string, unknown>): RunSettings {
+  const split = o['split'] as string | undefined;
+  return {
+    kind,
+    out: (o['out'] as string | undefined) ?? null,
+    questions: (o['questions'] as string | undefined) ?? EMBEDDED.split(split ?? (kind === 'eval' ? 'dev' : 'train')),
+    offset: (o['offset'] as number | undefined) ?? 0,
+    limit: o['limit'] === undefined ? null : (o['limit'] as number | null),
+    model: (o['model'] as string | undefined) ?? EMBEDDED.model(),
+    corpus: (o['corpus'] as string | undefined) ?? null,
+    retriever: (o['retriever'] as string | undefined) ?? null,
+    resume: Boolean(o['resume']),
+    force: Boolean(o['force']),
+    quiet: Boolean(o['quiet']) || Boolean(o['json']),
+    json: Boolean(o['json']),
+    report: o['report'] !== false,
+    reportQuestions: (o['reportQuestions'] as number | undefined) ?? 12,
+    threads: (o['threads'] as number | undefined) ?? null,
+    options: pipelineOptionsFromFlags(o, kind === 'rollout'),
+  };
+}
+
+function common(cmd: Command, kind: 'rollout' | 'eval'): Command {
+  cmd
+    .option('--questions <file>', 'questions JSONL ({ id, question, golds }; optional hops, objectives)')
+    .option('--split <name>', `embedded question split when --questions is not given`, kind === 'eval' ? 'dev' : 'train')
+    .option('--offset <n>', 'skip the first n questions', int(0), 0)
+    .option('--limit <n>', "questions to run ('none' = all)", intOrNone, kind === 'eval' ? DEFAULT_EVAL_LIMIT : DEFAULT_ROLLOUT_LIMIT)
+    .option('--model <dir>', 'model directory (ONNX + tokenizer)', EMBEDDED.model())
+    .option('--corpus <file>', 'JSONL corpus ({ id, title, contents }) for the local BM25 retriever (default: the embedded corpus)')
+    .option('--retriever <url>', 'retrieval server (Search-R1 / ASearcher API: POST /retrieve) instead of the local corpus')
+    .option('--threads <n>', 'ONNX Runtime intra-op threads (default: all cores)', int(1))
+    .option('--quiet', 'no progress bars or messages on stderr')
+    .option('--json', 'print summary.json (eval: the eval table) to stdout');
+  addPipelineOptions(cmd, kind === 'eval' ? { groupSize: 1, temperature: 0, memoryReward: false } : {});
+  return cmd;
+}
+
+export function buildProgram(io: RunIO, onDone: (code: number) => void): Command {
+  const program = new Command();
+  program
+    .name('mempo')
+    .description('MemPO (Self-Memory Policy Optimization) for LLM search agents: rollouts, memory rewards, advantages.')
+    .showHelpAfterError()
+    .configureOutput({ writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) })
+    .exitOverride();
+
+  const rollout = common(new Command('rollout'), 'rollout')
+    .description('Sample groups of multi-turn search trajectories, score them (outcome + memory rewards) and write a training batch: DIR/batch.jsonl, DIR/summary.json, DIR/report.html.')
+    .requiredOption('--out <dir>', 'output directory')
+    .option('--resume', 'keep the complete groups already in DIR/batch.jsonl and finish the rest')
+    .option('--force', 'overwrite an existing DIR/batch.jsonl')
+    .option('--no-report', 'do not write report.html')
+    .option('--report-questions <n>', 'questions shown in report.html', int(1), 12)
+    .exitOverride()
+    .action(async (opts: Record<string, unknown>) => {
+      await executeRun(settingsFrom('rollout', opts), io);
+      onDone(0);
+    });
+  const evalCmd = common(new Command('eval'), 'eval')
+    .description('Evaluate a context policy: greedy (temperature 0) or sampled rollouts on a question split; prints exact match by hops and by objectives, format-valid round rate, mixed groups, context tokens per question.')
+    .option('--out <dir>', 'also write batch.jsonl, summary.json, eval.json and report.html here')
+    .option('--force', 'overwrite an existing DIR/batch.jsonl')
+    .option('--resume', 'keep the complete groups already in DIR/batch.jsonl and finish the rest')
+    .option('--no-report', 'do not write report.html')
+    .option('--report-questions <n>', 'questions shown in report.html', int(1), 12)
+    .exitOverride()
+    .action(async (opts: Record<string, unknown>) => {
+      await executeRun(settingsFrom('eval', opts), io);
+      onDone(0);
+    });
+  program.addCommand(rollout);
+  program.addCommand(evalCmd);
+  program.addHelpText('after', () => `\nEvery option of every command:\n\n${rollout.helpInformation()}\n${evalCmd.helpInformation()}`);
+  return program;
+}
+
+/** Runs the command line; resolves to the exit code. */
+export async function main(argv: readonly string[], io: RunIO = { stdout: process.stdout, stderr: process.stderr }): Promise<number> {
+  let code = 0;
+  const program = buildProgram(io, (c) => { code = c; });
+  try {
+    if (argv.length === 0) {
+      program.outputHelp();
+      return 0;
+    }
+    await program.parseAsync([...argv], { from: 'user' });
+    return code;
+  } catch (err) {
+    if (err instanceof CommanderError) return err.exitCode;
+    if (err instanceof InvalidArgumentError) {
+      io.stderr.write(`error: ${err.message}\n`);
+      return 2;
+    }
+    if (err instanceof MempoPipelineError) {
+      io.stderr.write(`error: ${err.message}\n`);
+      return err.code === 'ERR_INVALID_OPTION' || err.code === 'ERR_INVALID_INPUT' ? 2 : 1;
+    }
+    const e = err as Error & { code?: string };
+    io.stderr.write(`error: ${e.code ? `[${e.code}] ` : ''}${e.message}\n`);
+    return 1;
+  }
+}
+
+if (require.main === module) {
+  void main(process.argv.slice(2)).then((code) => {
+    process.exitCode = code;
+  });
+}

@@ -1,0 +1,111 @@
+/**
+ * Command-line flags of every pipeline option (SPEC §1-§8), shared by `mempo rollout` and
+ * `mempo eval`, with parsers that reject bad values naming the flag.
+ */
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { resolveOptions, type PipelineOptions } from '../rollout/options';
+
+const D = resolveOptions({});
+
+export function int(min: number): (v: string) => number {
+  return (v: string) => {
+    if (!/^-?\d+$/.test(v.trim())) throw new InvalidArgumentError(`Expected an integer >= ${min}.`);
+    const n = Number(v);
+    if (!Number.isSafeInteger(n) || n < min) throw new InvalidArgumentError(`Expected an integer >= ${min}.`);
+    return n;
+  };
+}
+
+export function num(check: (x: number) => boolean = Number.isFinite, what = 'a finite number'): (v: string) => number {
+  return (v: string) => {
+    const t = v.trim().toLowerCase();
+    const n = t === '-inf' || t === '-infinity' ? -Infinity : t === 'inf' || t === 'infinity' ? Infinity : Number(t);
+    if (t.length === 0 || Number.isNaN(n) || !check(n)) throw new InvalidArgumentError(`Expected ${what}.`);
+    return n;
+  };
+}
+
+/** A positive integer, or "none" for no limit (null). */
+export function intOrNone(v: string): number | null {
+  if (/^(none|null|off)$/i.test(v.trim())) return null;
+  return int(1)(v);
+}
+
+export interface CommandDefaults {
+  groupSize?: number;
+  temperature?: number;
+  memoryReward?: boolean;
+}
+
+/** Adds every pipeline option to a command. */
+export function addPipelineOptions(cmd: Command, defaults: CommandDefaults = {}): Command {
+  const r = D.rollout;
+  const m = D.memory;
+  const add = (flags: string, desc: string, parse?: (v: string) => unknown, def?: unknown, choices?: string[]) => {
+    const o = new Option(flags, desc);
+    if (choices) o.choices(choices);
+    if (parse) o.argParser(parse as (v: string, p: unknown) => unknown);
+    if (def !== undefined) o.default(def, def === null ? 'none' : undefined);
+    cmd.addOption(o);
+  };
+  // Rollout (SPEC §1-§2)
+  add('-n, --group-size <n>', 'trajectories per question (group, shared uid)', int(1), defaults.groupSize ?? r.groupSize);
+  add('--max-turns <n>', 'most rounds per trajectory', int(1), r.maxTurns);
+  add('--max-response-tokens <n>', 'response token budget (generated + observation tokens)', int(1), r.maxResponseTokens);
+  add('--max-round-tokens <n>', 'most new tokens in one round', int(1), r.maxRoundTokens);
+  add('--context <policy>', "context policy: 'full' (prompt + everything so far) or 'memory' (prepare_prompt window)", undefined, r.context, ['full', 'memory']);
+  add('--questions-per-batch <n>', 'questions rolled out and scored together (one scorer call per batch)', int(1), r.questionsPerBatch);
+  add('--max-generate-batch <n>', 'most sequences per forward pass', int(1), r.maxGenerateBatch);
+  add('--seed <n>', 'sampling seed (the same seed reproduces the same batch)', int(0), r.seed);
+  add('--temperature <t>', 'sampling temperature (0 = greedy)', num((x) => x >= 0 && Number.isFinite(x), 'a number >= 0'), defaults.temperature ?? r.sampling.temperature);
+  add('--top-p <p>', 'nucleus sampling mass', num((x) => x > 0 && x <= 1, 'a number in (0, 1]'), r.sampling.topP);
+  add('--top-k <k>', 'top-k sampling (0 = off)', int(0), r.sampling.topK);
+  // Search tool
+  add('--topk <k>', 'documents per search', int(1), D.tool.topk);
+  add('--doc-max-chars <n>', "each document cut to this many characters ('none' keeps all)", intOrNone, D.tool.docMaxChars);
+  add('--retriever-timeout <ms>', 'HTTP retriever: per-request timeout', int(1), D.tool.timeoutMs);
+  add('--retriever-retries <n>', 'HTTP retriever: retries after the first attempt', int(0), D.tool.retries);
+  add('--retriever-backoff <ms>', 'HTTP retriever: first backoff, doubled per retry', int(0), D.tool.backoffMs);
+  // Memory reward (SPEC §4) and memory context (SPEC §7)
+  add('--mem-span <mode>', "[decided] mem span: 'inclusive' (with the tag tokens) or 'content'", undefined, m.memSpan, ['inclusive', 'content']);
+  add('--answer-template <t>', 'memory-reward target; {answer} is replaced by the gold', undefined, m.answerTemplate);
+  add('--gold <which>', '[decided] gold used in the target when there are several', undefined, m.gold, ['first']);
+  add('--threshold <tau>', "answer tokens with logp <= tau are dropped ('-inf' = plain geometric mean)", num((x) => x < Infinity && !Number.isNaN(x), "a number below Infinity or '-inf'"), m.threshold);
+  add('--mem-context-last-observation', 'memory context also includes the previous observation (notes 0x04 gap)', undefined, m.memContextIncludesLastObservation);
+  add('--window-tool-results <n>', 'prepare_prompt: tool results kept in the memory window', int(1), m.windowToolResults);
+  add('--search-short-text-chars <n>', "prepare_prompt: shortText of search results ('none' = full text)", intOrNone, m.searchShortTextChars);
+  add('--webpage-short-text-chars <n>', "prepare_prompt: shortText of webpages ('none' = full text)", intOrNone, m.webpageShortTextChars);
+  add('--scorer-max-batch-tokens <n>', 'most padded tokens per scorer forward pass', int(1), m.scorerMaxBatchTokens);
+  if (defaults.memoryReward === false) add('--memory-reward', 'compute memory rewards (off by default in eval)');
+  else add('--no-memory-reward', 'skip memory rewards (outcome advantage only)');
+  // Outcome reward (SPEC §3) and advantages (SPEC §5)
+  add('--format-score <x>', 'score of a response with an invalid format', num(), D.reward.formatScore);
+  add('--metric <m>', 'outcome metric', undefined, D.reward.metric, ['em', 'f1']);
+  add('--require-answer', 'a response without an <answer> round has an invalid format');
+  add('--eps <x>', 'added to the group std', num((x) => x >= 0 && Number.isFinite(x), 'a finite number >= 0'), D.advantage.eps);
+  add('--no-norm-by-std', 'advantage = score - group mean (no division by the std)');
+  add('--mem-grouping <g>', "memory-reward normalisation: per 'question' or per 'question-round'", undefined, D.advantage.memGrouping, ['question', 'question-round']);
+  add('--alpha <x>', 'weight of the memory advantage in the final advantage', num(), D.advantage.alpha);
+  return cmd;
+}
+
+/** Commander's parsed flags → validated pipeline options. */
+export function pipelineOptionsFromFlags(o: Record<string, unknown>, memoryRewardDefault = true): PipelineOptions {
+  const memoryEnabled = o['memoryReward'] === undefined ? memoryRewardDefault : Boolean(o['memoryReward']);
+  return resolveOptions({
+    rollout: {
+      groupSize: o['groupSize'], maxTurns: o['maxTurns'], maxResponseTokens: o['maxResponseTokens'], maxRoundTokens: o['maxRoundTokens'],
+      context: o['context'], questionsPerBatch: o['questionsPerBatch'], maxGenerateBatch: o['maxGenerateBatch'], seed: o['seed'],
+      sampling: { temperature: o['temperature'], topP: o['topP'], topK: o['topK'] },
+    },
+    tool: { topk: o['topk'], docMaxChars: o['docMaxChars'], timeoutMs: o['retrieverTimeout'], retries: o['retrieverRetries'], backoffMs: o['retrieverBackoff'] },
+    memory: {
+      memSpan: o['memSpan'], answerTemplate: o['answerTemplate'], gold: o['gold'], threshold: o['threshold'],
+      memContextIncludesLastObservation: Boolean(o['memContextLastObservation']), windowToolResults: o['windowToolResults'],
+      searchShortTextChars: o['searchShortTextChars'], webpageShortTextChars: o['webpageShortTextChars'],
+      scorerMaxBatchTokens: o['scorerMaxBatchTokens'], enabled: memoryEnabled,
+    },
+    reward: { formatScore: o['formatScore'], metric: o['metric'], requireAnswer: Boolean(o['requireAnswer']) },
+    advantage: { eps: o['eps'], normByStd: o['normByStd'] !== false, memGrouping: o['memGrouping'], alpha: o['alpha'] },
+  });
+}

@@ -1,0 +1,19 @@
+/** Locations of the embedded model, corpus and question splits (relative to the package root). */
+import { existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+
+/** The package root: the directory holding package.json above this file (src/cli or dist/cli). */
+export function packageRoot(): string {
+  let dir = resolve(__dirname);
+  for (let i = 0; i < 5; i++) {
+    if (existsSync(join(dir, 'package.json')) && existsSync(join(dir, 'models'))) return dir;
+    dir = resolve(dir, '..');
+  }
+  return resolve(__dirname, '..', '..');
+}
+
+export const EMBEDDED = {
+  model: () => join(packageRoot(), 'models', 'mempo-tiny'),
+  corpus: () => join(packageRoot(), 'data', 'world', 'corpus.jsonl'),
+  split: (name: string) => join(packageRoot(), 'data', 'world', `${name}.jsonl`),
+};

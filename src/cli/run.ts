@@ -1,0 +1,191 @@
+/**
+ * What `mempo rollout` and `mempo eval` do: load the questions, model and retriever, run the
+ * pipeline with batch.jsonl written line by line, then write summary.json (and report.html /
+ * eval.json) atomically.
+ */
+import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { join, resolve } from 'node:path';
+import { CausalLM } from '../runtime';
+import type { BatchRecord } from '../rollout/batch';
+import { LocalModel } from '../rollout/generator';
+import { JsonlWriter, loadForResume, writeFileAtomic } from '../rollout/io';
+import type { PipelineOptions } from '../rollout/options';
+import { runPipeline } from '../rollout/pipeline';
+import { readQuestions, type Question } from '../rollout/questions';
+import { evalReport, formatEvalReport, summarize, type EvalReport, type RunSummary } from '../rollout/summary';
+import { renderReport } from '../report/html';
+import { Bm25Retriever } from '../tools/bm25';
+import { MempoPipelineError } from '../tools/errors';
+import { HttpRetriever } from '../tools/http';
+import type { Retriever } from '../tools/retriever';
+import { EMBEDDED } from './paths';
+import { progressBars } from './progress';
+
+export interface RunIO {
+  stdout: NodeJS.WritableStream;
+  stderr: NodeJS.WritableStream;
+}
+
+export interface RunSettings {
+  kind: 'rollout' | 'eval';
+  out: string | null;
+  questions: string;
+  offset: number;
+  limit: number | null;
+  model: string;
+  corpus: string | null;
+  retriever: string | null;
+  resume: boolean;
+  force: boolean;
+  quiet: boolean;
+  json: boolean;
+  report: boolean;
+  reportQuestions: number;
+  threads: number | null;
+  options: PipelineOptions;
+}
+
+export interface RunOutcome {
+  summary: RunSummary;
+  eval: EvalReport | null;
+  records: BatchRecord[];
+  wallMs: number;
+}
+
+/** The settings of a run that must match for --resume to continue it. */
+function fingerprint(s: RunSettings): Record<string, unknown> {
+  return {
+    kind: s.kind,
+    questions: resolve(s.questions),
+    offset: s.offset,
+    limit: s.limit,
+    model: resolve(s.model),
+    retriever: s.retriever ?? (s.corpus === null ? null : resolve(s.corpus)),
+    options: s.options,
+  };
+}
+
+function log(io: RunIO, quiet: boolean, msg: string): void {
+  if (!quiet) io.stderr.write(`${msg}\n`);
+}
+
+export async function executeRun(s: RunSettings, io: RunIO): Promise<RunOutcome> {
+  const t0 = performance.now();
+  const timings: Record<string, number> = {};
+  if (s.kind === 'rollout' && s.out === null) throw new MempoPipelineError('ERR_INVALID_OPTION', 'mempo rollout needs --out DIR');
+  const out = s.out === null ? null : resolve(s.out);
+  const batchPath = out === null ? null : join(out, 'batch.jsonl');
+  const runPath = out === null ? null : join(out, 'run.json');
+  const fp = fingerprint(s);
+
+  // Inputs first: a malformed file fails before the model loads.
+  let questions: Question[] = readQuestions(s.questions).slice(s.offset);
+  if (s.limit !== null) questions = questions.slice(0, s.limit);
+  if (questions.length === 0) throw new MempoPipelineError('ERR_INVALID_INPUT', `${s.questions}: no questions after --offset ${s.offset}${s.limit === null ? '' : ` --limit ${s.limit}`}`);
+
+  let previous: BatchRecord[] = [];
+  let skip = new Set<string>();
+  if (out !== null && batchPath !== null && runPath !== null) {
+    mkdirSync(out, { recursive: true });
+    if (existsSync(batchPath) && !s.resume && !s.force) {
+      throw new MempoPipelineError('ERR_RESUME', `${batchPath} already exists: pass --resume to finish that run, or --force to start over`);
+    }
+    if (s.resume && existsSync(runPath)) {
+      const before = JSON.parse(readFileSync(runPath, 'utf8')) as Record<string, unknown>;
+      const a = JSON.stringify(before['settings']);
+      const b = JSON.stringify(JSON.parse(JSON.stringify(fp)));
+      if (a !== b) {
+        throw new MempoPipelineError('ERR_RESUME', `--resume: the options differ from the run in ${out} (see ${runPath}); pass the same options, or --force to start over`);
+      }
+    }
+    if (s.resume) {
+      const ex = loadForResume(batchPath, s.options.rollout.groupSize);
+      previous = ex.records;
+      skip = ex.completeUids;
+      log(io, s.quiet, `resume: ${skip.size} complete groups kept${ex.droppedLines ? `, ${ex.droppedLines} lines of incomplete groups dropped` : ''}`);
+    } else if (existsSync(batchPath)) {
+      rmSync(batchPath);
+    }
+    writeFileAtomic(runPath, `${JSON.stringify({ settings: fp, startedAt: new Date().toISOString() }, null, 2)}\n`);
+  }
+
+  const tl = performance.now();
+  let retriever: Retriever;
+  if (s.retriever !== null) {
+    retriever = new HttpRetriever(s.retriever, { timeoutMs: s.options.tool.timeoutMs, retries: s.options.tool.retries, backoffMs: s.options.tool.backoffMs });
+  } else {
+    retriever = Bm25Retriever.fromJsonl(s.corpus ?? EMBEDDED.corpus());
+  }
+  const threads = s.threads ?? Math.max(1, availableParallelism());
+  const model = await CausalLM.load(s.model, { sessionOptions: { intraOpNumThreads: threads, interOpNumThreads: 1 } });
+  const local = new LocalModel(model, { scorerMaxBatchTokens: s.options.memory.scorerMaxBatchTokens });
+  timings['load'] = performance.now() - tl;
+  log(io, s.quiet, `mempo ${s.kind}: ${questions.length} questions × ${s.options.rollout.groupSize} samples, model ${s.model}, retriever ${retriever.name}, context ${s.options.rollout.context}${out ? `, out ${out}` : ''}`);
+
+  const bars = progressBars(io.stderr, !s.quiet);
+  const writer = batchPath === null ? null : new JsonlWriter(batchPath, true);
+  const onSigint = () => {
+    bars.stop();
+    writer?.close();
+    io.stderr.write(`\ninterrupted: ${batchPath ?? 'the run'} holds only whole lines; rerun with --resume to finish it\n`);
+    process.exit(130);
+  };
+  process.once('SIGINT', onSigint);
+  let result;
+  try {
+    result = await runPipeline({
+      questions,
+      generator: local,
+      scorer: s.options.memory.enabled ? local : null,
+      retriever,
+      options: s.options,
+      skipUids: skip,
+      onBatch: (recs) => writer?.write(recs),
+      progress: bars,
+    });
+  } finally {
+    process.removeListener('SIGINT', onSigint);
+    bars.stop();
+    writer?.close();
+    await model.dispose();
+  }
+
+  // Records in question order (previous complete groups and this run's).
+  const order = new Map(questions.map((q, i) => [q.id, i]));
+  const all = [...previous, ...result.records].sort((a, b) => (order.get(a.uid) ?? 0) - (order.get(b.uid) ?? 0) || a.sample - b.sample);
+  const tr = performance.now();
+  const wallMs = performance.now() - t0;
+  const summary = summarize(all, { stats: result.stats, newTrajectories: result.records.length, extraWallMs: { ...timings, run: wallMs } });
+  const ev = s.kind === 'eval' ? evalReport(all) : null;
+  if (out !== null) {
+    writeFileAtomic(join(out, 'summary.json'), `${JSON.stringify(summary, null, 2)}\n`);
+    if (ev) writeFileAtomic(join(out, 'eval.json'), `${JSON.stringify(ev, null, 2)}\n`);
+    if (s.report) {
+      const tok = model.tokenizer!;
+      const html = renderReport(all, {
+        pieceOf: (id) => tok.piece(id),
+        title: `mempo ${s.kind}: ${all.length} trajectories, ${summary.questions} questions`,
+        maxQuestions: s.reportQuestions,
+        summary,
+        notes: [`questions ${s.questions} · model ${s.model} · retriever ${retriever.name} · context ${s.options.rollout.context} · seed ${s.options.rollout.seed} · group size ${s.options.rollout.groupSize}`],
+      });
+      writeFileAtomic(join(out, 'report.html'), html);
+    }
+  }
+  if (s.json) io.stdout.write(`${JSON.stringify(ev ?? summary, null, 2)}\n`);
+  else if (ev) io.stdout.write(`${formatEvalReport(ev, `mempo eval (${s.options.rollout.context} context, temperature ${s.options.rollout.sampling.temperature})`)}\n`);
+  else if (!s.quiet) {
+    io.stdout.write(
+      `${summary.trajectories} trajectories (${summary.questions} questions): mean score ${summary.meanScore?.toFixed(3) ?? '–'}, ` +
+        `format-valid ${summary.formatValidRate === null ? '–' : (100 * summary.formatValidRate).toFixed(1) + '%'}, ` +
+        `memory reward ${summary.memoryReward.mean?.toFixed(4) ?? '–'} ± ${summary.memoryReward.std?.toFixed(4) ?? '–'} (n=${summary.memoryReward.count}), ` +
+        `${summary.tokensGenerated} tokens generated, ${(wallMs / 1000).toFixed(1)} s${out ? ` → ${out}` : ''}\n`,
+    );
+  }
+  if (summary.toolErrors > 0) {
+    const first = all.find((r) => r.error !== null)?.error;
+    io.stderr.write(`warning: ${summary.toolErrors} trajectories hit a tool failure and were excluded from advantages; first error: ${first}\n`);
+  }
+  return { summary, eval: ev, records: all, wallMs };
+}

@@ -1,0 +1,56 @@
+/** Shared helpers of the rollout tests: the embedded tokenizer, scripted rounds, fakes. */
+import { resolve } from 'node:path';
+import { renderRound } from '../src/agent/protocol';
+import type { ScoringItem, TargetScorer } from '../src/rollout/generator';
+import type { Question } from '../src/rollout/questions';
+import type { RetrievedDoc, Retriever } from '../src/tools/retriever';
+import { Tokenizer } from '../src/runtime';
+
+export const MODEL_DIR = resolve(__dirname, '..', 'models', 'mempo-tiny');
+export const CORPUS = resolve(__dirname, '..', 'data', 'world', 'corpus.jsonl');
+
+let tok: Promise<Tokenizer> | null = null;
+export function tokenizer(): Promise<Tokenizer> {
+  tok ??= Tokenizer.load(MODEL_DIR);
+  return tok;
+}
+
+export const Q1: Question = { id: 'q1', question: 'In which country is Mamek?', golds: ['Thersekle'], hops: 1, objectives: 1 };
+export const Q2: Question = { id: 'q2', question: 'Who published The Hollow Winter?', golds: ['Faithhe Works'], hops: 1, objectives: 1 };
+
+export const search = (mem: string, query: string) => renderRound(mem, 'Find it.', { kind: 'search', query });
+export const answer = (mem: string, ans: string) => renderRound(mem, 'I have the answer.', { kind: 'answer', answer: ans });
+
+/** A retriever with fixed documents per query; `fail` makes every call throw. */
+export class FakeRetriever implements Retriever {
+  readonly name = 'fake';
+  calls: string[][] = [];
+  fail: Error | null = null;
+  search(queries: readonly string[], topk: number): Promise<RetrievedDoc[][]> {
+    this.calls.push([...queries]);
+    if (this.fail) return Promise.reject(this.fail);
+    return Promise.resolve(queries.map((q) => [
+      { title: 'Mamek', contents: `Mamek is a city in Thersekle. (${q})`, score: 2 },
+      { title: 'Other', contents: 'Nothing here.', score: 1 },
+    ].slice(0, topk)));
+  }
+}
+
+/** Scorer fake: full-context items (first half) get logp -0.3 per token, memory items -0.1 — unless `byItem` says otherwise. */
+export class FakeScorer implements TargetScorer {
+  calls: ScoringItem[][] = [];
+  constructor(private readonly byItem?: (item: ScoringItem, i: number, n: number) => number) {}
+  score(items: readonly ScoringItem[]): Promise<Float32Array[]> {
+    this.calls.push([...items]);
+    const n = items.length;
+    return Promise.resolve(items.map((it, i) => new Float32Array(it.targetIds.length).fill(this.byItem ? this.byItem(it, i, n) : i < n / 2 ? -0.3 : -0.1)));
+  }
+}
+
+/** Group normalisation as SPEC §5 states it (unbiased std, eps; a singleton → mean 0, std 1). */
+export function normalise(xs: number[], eps = 1e-6): number[] {
+  const n = xs.length;
+  const mean = n > 1 ? xs.reduce((a, x) => a + x, 0) / n : 0;
+  const std = n > 1 ? Math.sqrt(xs.reduce((a, x) => a + (x - mean) ** 2, 0) / (n - 1)) : 1;
+  return xs.map((x) => (x - mean) / (std + eps));
+}
