@@ -39,6 +39,7 @@ const median = (xs) => xs.slice().sort((a, b) => a - b)[Math.floor(xs.length / 2
 const peakRssMiB = () => process.resourceUsage().maxRSS / 1024;
 
 async function phase(name) {
+  const load0 = os.loadavg()[0];
   const { CausalLM } = require(path.join(root, 'dist', 'runtime', 'index.js'));
   const kernels = require(path.join(root, 'dist', 'index.js'));
   const threads = Number(value('--threads', '0'));
@@ -79,6 +80,7 @@ async function phase(name) {
       ms,
       tokensPerSec: (st.generatedTokens / ms) * 1000,
       peakRssMiB: peakRssMiB(),
+      loadAvg: [load0, os.loadavg()[0]],
     };
   }
   if (name === 'score') {
@@ -134,6 +136,7 @@ async function phase(name) {
       };
     }
     out.peakRssMiB = peakRssMiB();
+    out.loadAvg = [load0, os.loadavg()[0]];
     return out;
   }
   throw new Error(`unknown phase ${name}`);
@@ -162,11 +165,11 @@ if (flag('--phase')) {
       for (const [b, x] of Object.entries(r.backends)) {
         log(`score ${String(r.items).padStart(4)} items  ${r.tokens} tokens (${r.targetTokens} targets)  gather=${b.padEnd(6)} ` +
           `${x.ms.toFixed(0).padStart(6)} ms  ${x.tokensPerSec.toFixed(0).padStart(7)} tok/s  gather ${x.gatherMs.toFixed(1)} ms  ` +
-          `${x.microBatches} micro-batches  peak RSS ${r.peakRssMiB.toFixed(0)} MiB`);
+          `${x.microBatches} micro-batches  peak RSS ${r.peakRssMiB.toFixed(0)} MiB  load ${r.loadAvg.map((l) => l.toFixed(1)).join('->')}`);
       }
     } else {
       log(`${r.phase.padEnd(6)} ${String(r.sequences).padStart(4)} seqs x ${r.maxNewTokens} new tokens (prompt ${r.promptTokens})  ` +
-        `${r.ms.toFixed(0).padStart(6)} ms  ${r.tokensPerSec.toFixed(0).padStart(6)} tok/s  peak RSS ${r.peakRssMiB.toFixed(0)} MiB`);
+        `${r.ms.toFixed(0).padStart(6)} ms  ${r.tokensPerSec.toFixed(0).padStart(6)} tok/s  peak RSS ${r.peakRssMiB.toFixed(0)} MiB  load ${r.loadAvg.map((l) => l.toFixed(1)).join('->')}`);
     }
   }
   if (json) console.log(JSON.stringify({ machine, results }, null, 2));
