@@ -84,8 +84,10 @@ export function buildProgram(io: RunIO, onDone: (code: number) => void): Command
       await executeRun(settingsFrom('eval', opts), io);
       onDone(0);
     });
-  program.addCommand(rollout);
-  program.addCommand(evalCmd);
+  for (const sub of [rollout, evalCmd]) {
+    sub.configureOutput({ writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) });
+    program.addCommand(sub);
+  }
   program.addHelpText('after', () => `\nEvery option of every command:\n\n${rollout.helpInformation()}\n${evalCmd.helpInformation()}`);
   return program;
 }

@@ -1,0 +1,131 @@
+/**
+ * @jest-environment ./test/runtime-environment.js
+ */
+/**
+ * The `mempo` command in-process: help, option and input errors, a rollout on the embedded
+ * model writing batch.jsonl / summary.json / report.html, resume after an interrupted run, eval.
+ */
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { main } from '../src/cli/main';
+
+function sink(): Writable & { text: () => string } {
+  const chunks: string[] = [];
+  const w = new Writable({ write(c: Buffer, _e, cb) { chunks.push(c.toString()); cb(); } }) as Writable & { text: () => string };
+  w.text = () => chunks.join('');
+  return w;
+}
+
+async function run(args: string[]): Promise<{ code: number; out: string; err: string }> {
+  const stdout = sink();
+  const stderr = sink();
+  const code = await main(args, { stdout, stderr });
+  return { code, out: stdout.text(), err: stderr.text() };
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'mempo-cli-'));
+const questions = join(dir, 'q.jsonl');
+writeFileSync(questions, [
+  { id: 'a', question: 'In which country is Mamek?', golds: ['Thersekle'], hops: 1, objectives: 1 },
+  { id: 'b', question: 'Who published The Hollow Winter?', golds: ['Faithhe Works'], hops: 1, objectives: 1 },
+].map((q) => JSON.stringify(q)).join('\n') + '\n');
+const SMALL = ['--questions', questions, '-n', '2', '--max-round-tokens', '24', '--max-turns', '2', '--threads', '1', '--questions-per-batch', '1'];
+
+describe('mempo command', () => {
+  test('--help documents every command and option', async () => {
+    const { code, out } = await run(['--help']);
+    expect(code).toBe(0);
+    for (const flag of [
+      'rollout', 'eval', '--out', '--questions', '--limit', '--group-size', '--model', '--corpus', '--retriever', '--context', '--seed',
+      '--resume', '--quiet', '--json', '--max-turns', '--max-response-tokens', '--max-round-tokens', '--temperature', '--topk',
+      '--doc-max-chars', '--mem-span', '--answer-template', '--threshold', '--mem-context-last-observation', '--window-tool-results',
+      '--search-short-text-chars', '--webpage-short-text-chars', '--format-score', '--eps', '--no-norm-by-std', '--mem-grouping', '--alpha',
+    ]) expect(out).toContain(flag);
+  });
+
+  test('rejects an invalid option value naming the flag', async () => {
+    const r = await run(['rollout', '--out', join(dir, 'x'), '--group-size', '0']);
+    expect(r.code).not.toBe(0);
+    expect(r.err).toContain("option '-n, --group-size <n>' argument '0' is invalid. Expected an integer >= 1.");
+    const c = await run(['rollout', '--out', join(dir, 'x'), '--context', 'window']);
+    expect(c.err).toContain("argument 'window' is invalid. Allowed choices are full, memory.");
+    const m = await run(['rollout']);
+    expect(m.err).toContain("required option '--out <dir>' not specified");
+  });
+
+  test('rejects a malformed questions line naming the file, line and field', async () => {
+    const bad = join(dir, 'bad.jsonl');
+    writeFileSync(bad, '{"id":"a","question":"Q?","golds":["x"]}\n{"id":"b","golds":["x"]}\n');
+    const r = await run(['rollout', '--out', join(dir, 'bad-out'), '--questions', bad, '--quiet']);
+    expect(r.code).toBe(2);
+    expect(r.err).toBe(`error: ${bad}:2: field "question": Invalid input: expected string, received undefined\n`);
+  });
+
+  test('rollout writes batch.jsonl, summary.json and a self-contained report.html; --json prints the summary', async () => {
+    const out = join(dir, 'run');
+    const r = await run(['rollout', '--out', out, ...SMALL, '--json']);
+    expect(r.err).toBe('');
+    expect(r.code).toBe(0);
+    const summary = JSON.parse(r.out);
+    expect(summary).toMatchObject({ questions: 2, trajectories: 4, excluded: 0 });
+    for (const k of ['meanScore', 'formatValidRate', 'memoryReward', 'meanTurns', 'tokensGenerated', 'scoredItems', 'thisRun']) expect(summary).toHaveProperty(k);
+    for (const k of ['generate', 'tools', 'scoring', 'advantages', 'writing', 'total', 'load']) expect(summary.thisRun.wallMs).toHaveProperty(k);
+    expect(JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8'))).toEqual(summary);
+    const lines = readFileSync(join(out, 'batch.jsonl'), 'utf8').split('\n');
+    expect(lines.pop()).toBe('');
+    expect(lines).toHaveLength(4);
+    const rec = JSON.parse(lines[0]!);
+    for (const k of ['uid', 'sample', 'question', 'golds', 'promptIds', 'responseIds', 'responseMask', 'rounds', 'score', 'formatValid',
+      'outcomeAdvantage', 'memoryAdvantage', 'advantages', 'oldLogp', 'text']) expect(rec).toHaveProperty(k);
+    for (const k of ['start', 'end', 'memSpan', 'memReward', 'pFull', 'pMem']) expect(rec.rounds[0]).toHaveProperty(k);
+    const html = readFileSync(join(out, 'report.html'), 'utf8');
+    expect(html).toMatch(/^<!doctype html>/);
+    expect(html).toContain('<svg');
+    expect(html).not.toMatch(/<script|<link|src=|url\(|@import/);
+    // An existing batch is never overwritten silently.
+    const again = await run(['rollout', '--out', out, ...SMALL, '--quiet']);
+    expect(again.code).toBe(1);
+    expect(again.err).toContain('batch.jsonl already exists: pass --resume to finish that run, or --force to start over');
+  });
+
+  test('--resume after an interrupted run keeps whole groups and reproduces the rest exactly', async () => {
+    const out = join(dir, 'resume');
+    expect((await run(['rollout', '--out', out, ...SMALL, '--quiet'])).code).toBe(0);
+    const file = join(out, 'batch.jsonl');
+    const full = readFileSync(file, 'utf8');
+    const lines = full.split('\n').filter(Boolean);
+    // Interrupted: the first group, one line of the second and half a line.
+    writeFileSync(file, `${lines[0]}\n${lines[1]}\n${lines[2]}\n${lines[3]!.slice(0, 40)}`);
+    const r = await run(['rollout', '--out', out, ...SMALL, '--resume', '--json']);
+    expect(r.code).toBe(0);
+    expect(readFileSync(file, 'utf8')).toBe(full);
+    const s = JSON.parse(r.out);
+    expect(s.trajectories).toBe(4);
+    expect(s.thisRun).toMatchObject({ trajectories: 2, skippedBatches: 1, batches: 1 });
+    // Resuming a finished run does nothing more.
+    const done = await run(['rollout', '--out', out, ...SMALL, '--resume', '--json']);
+    expect(JSON.parse(done.out).thisRun).toMatchObject({ trajectories: 0, batches: 0, skippedBatches: 2 });
+    expect(readFileSync(file, 'utf8')).toBe(full);
+    // Other options cannot continue this run.
+    const other = await run(['rollout', '--out', out, ...SMALL, '--seed', '5', '--resume', '--quiet']);
+    expect(other.code).toBe(1);
+    expect(other.err).toContain('--resume: the options differ from the run in');
+  });
+
+  test('eval prints the table and writes eval.json', async () => {
+    const out = join(dir, 'eval');
+    const r = await run(['eval', '--questions', questions, '--max-round-tokens', '24', '--max-turns', '2', '--threads', '1', '--out', out, '--quiet']);
+    expect(r.code).toBe(0);
+    expect(r.out).toContain('mempo eval (full context, temperature 0): 2 questions, 2 trajectories');
+    expect(r.out).toMatch(/EM by hops: +1: /);
+    expect(r.out).toMatch(/EM by objectives: +1: /);
+    const ev = JSON.parse(readFileSync(join(out, 'eval.json'), 'utf8'));
+    expect(ev).toMatchObject({ questions: 2, trajectories: 2 });
+    for (const k of ['em', 'byHops', 'byObjectives', 'formatValidRoundRate', 'mixedGroupFraction', 'contextTokens']) expect(ev).toHaveProperty(k);
+    expect(existsSync(join(out, 'report.html'))).toBe(true);
+    const j = await run(['eval', '--questions', questions, '--max-round-tokens', '8', '--max-turns', '1', '--threads', '1', '--context', 'memory', '--json']);
+    expect(JSON.parse(j.out).contextTokens.maxPeak).toBeGreaterThan(0);
+  });
+});
