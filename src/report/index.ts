@@ -1,0 +1,2 @@
+export { renderReport } from './html';
+export type { ReportOptions } from './html';
