@@ -4,7 +4,8 @@
 //   gen128   8 questions x 16 samples in one batch
 //   score    the memory-reward scorer on a MemPO-shaped batch: 8 questions x 16 samples x
 //            3 rounds = 384 snapshots -> 768 items (full and memory contexts), with the
-//            kernel's gatherLogProbs on the native addon and on the JS twin
+//            kernel's gatherLogProbs on the native addon and on the JS twin, and without
+//            prefix sharing (every full context run on its own)
 // `node bench/runtime.mjs [--quick] [--json] [--model DIR] [--threads N]` (N: ORT intra-op
 // threads, default ORT's choice). Needs `npm run build:ts` first.
 import { fork } from 'node:child_process';
@@ -108,7 +109,7 @@ async function phase(name) {
     const tokens = items.reduce((a, it) => a + it.contextIds.length + it.targetIds.length, 0);
     const targetTokens = items.reduce((a, it) => a + it.targetIds.length, 0);
     const out = { phase: name, items: items.length, tokens, targetTokens, backends: {} };
-    for (const backend of ['native', 'js']) {
+    for (const [label, backend, sharePrefixes] of [['native', 'native', true], ['js', 'js', true], ['native, no prefix sharing', 'native', false]]) {
       kernels.setBackend(backend);
       let gatherMs = 0;
       const gather = (l, t, r, v) => {
@@ -117,22 +118,24 @@ async function phase(name) {
         gatherMs += performance.now() - t0;
         return res;
       };
-      await model.scoreTargets(items.slice(0, 4), { gather });
+      await model.scoreTargets(items.slice(0, 4), { gather, sharePrefixes });
       const times = [], gathers = [];
       for (let r = 0; r < reps; r++) {
         gatherMs = 0;
         const t = performance.now();
-        await model.scoreTargets(items, { gather });
+        await model.scoreTargets(items, { gather, sharePrefixes });
         times.push(performance.now() - t);
         gathers.push(gatherMs);
       }
       const ms = median(times);
-      out.backends[backend] = {
+      out.backends[label] = {
         ms,
         tokensPerSec: (tokens / ms) * 1000,
         gatherMs: median(gathers),
         microBatches: model.lastScoreStats.microBatches,
         paddedTokens: model.lastScoreStats.paddedTokens,
+        sharedItems: model.lastScoreStats.sharedItems,
+        tokensRun: model.lastScoreStats.tokens + model.lastScoreStats.tailTokens,
       };
     }
     out.peakRssMiB = peakRssMiB();
@@ -163,7 +166,7 @@ if (flag('--phase')) {
     results.push(r);
     if (r.phase === 'score') {
       for (const [b, x] of Object.entries(r.backends)) {
-        log(`score ${String(r.items).padStart(4)} items  ${r.tokens} tokens (${r.targetTokens} targets)  gather=${b.padEnd(6)} ` +
+        log(`score ${String(r.items).padStart(4)} items  ${r.tokens} tokens (${r.targetTokens} targets, ${x.tokensRun} run)  gather=${b.padEnd(6)} ` +
           `${x.ms.toFixed(0).padStart(6)} ms  ${x.tokensPerSec.toFixed(0).padStart(7)} tok/s  gather ${x.gatherMs.toFixed(1)} ms  ` +
           `${x.microBatches} micro-batches  peak RSS ${r.peakRssMiB.toFixed(0)} MiB  load ${r.loadAvg.map((l) => l.toFixed(1)).join('->')}`);
       }

@@ -106,6 +106,41 @@ describe('scoreTargets on the embedded model', () => {
     }
   });
 
+  it('scores contexts that are prefixes of other contexts from their cache, exactly', async () => {
+    // Two trajectories whose round contexts are prefixes of one another (MemPO full contexts),
+    // one context repeated with another target, a one-token context, and unrelated items.
+    const trajA = randomIds(150, 31);
+    const trajB = randomIds(90, 32);
+    const tA = [9, 300, 301, 10];
+    const tB = [9, 400, 10];
+    const batch = [
+      { contextIds: trajA.slice(0, 40), targetIds: tA },
+      { contextIds: trajB.slice(0, 90), targetIds: tB },
+      { contextIds: randomIds(25, 33), targetIds: [9, 5, 10] },
+      { contextIds: trajA.slice(0, 150), targetIds: tA },
+      { contextIds: trajA.slice(0, 95), targetIds: tA },
+      { contextIds: trajB.slice(0, 30), targetIds: tB },
+      { contextIds: trajA.slice(0, 95), targetIds: [9, 7, 8, 6, 10] },
+      { contextIds: trajA.slice(0, 1), targetIds: [9, 11] },
+    ];
+    const shared = await model.scoreTargets(batch, { padding: 'left' });
+    const stats = model.lastScoreStats!;
+    expect(stats.sharedItems).toBe(5);
+    expect(stats.tokens).toBe(150 + 4 + 90 + 3 + 25 + 3);
+    expect(stats.tailTokens).toBe(4 + 3 + 4 + 5 + 2);
+    const plain = await model.scoreTargets(batch, { sharePrefixes: false });
+    expect(model.lastScoreStats!.sharedItems).toBe(0);
+    for (let i = 0; i < batch.length; i++) {
+      const ref = await referenceLogprobs(model, batch[i]!.contextIds, batch[i]!.targetIds);
+      expect(maxAbsDiff(shared[i]!, ref)).toBeLessThan(1e-4);
+      expect(maxAbsDiff(plain[i]!, ref)).toBeLessThan(1e-4);
+    }
+    // A tiny budget splits hosts and tails into many passes, with the same results.
+    const split = await model.scoreTargets(batch, { maxBatchTokens: 100 });
+    expect(model.lastScoreStats!.sharedItems).toBe(5);
+    for (let i = 0; i < batch.length; i++) expect(maxAbsDiff(split[i]!, shared[i]!)).toBeLessThan(1e-4);
+  });
+
   it('keeps the oldest context tokens out only when truncate is left', async () => {
     const V = model.config.maxPositions;
     const context = randomIds(V, 7);

@@ -16,6 +16,9 @@ import { gatherLogProbs } from '../scoring';
 import type { CausalLM } from './causal-lm';
 import { MempoRuntimeError, invalidArgument } from './errors';
 import type { GatherFn } from './gather';
+import { KVCache } from './kv-cache';
+import { getOrt, type OrtTensor } from './ort';
+import { findPrefixChains } from './prefix';
 import { checkTokenIds } from './validate';
 
 export interface ScoreItem {
@@ -34,6 +37,12 @@ export interface ScoreOptions {
   truncate?: 'error' | 'left';
   /** Replace the log-prob gathering kernel (default: `gatherLogProbs` of the current backend). */
   gather?: GatherFn;
+  /**
+   * Score an item whose context is a prefix of another item's context from that item's cache
+   * (a slice of its keys/values plus a pass over the target only) instead of running its
+   * context again. Default true; needs a model that takes position_ids.
+   */
+  sharePrefixes?: boolean;
 }
 
 export interface ScoreStats {
@@ -44,6 +53,10 @@ export interface ScoreStats {
   /** Tokens including padding. */
   paddedTokens: number;
   targetTokens: number;
+  /** Items scored from another item's cache (prefix sharing). */
+  sharedItems: number;
+  /** Tokens run in the tail passes of shared items. */
+  tailTokens: number;
 }
 
 const DEFAULT_MAX_BATCH_TOKENS = 8192;
@@ -74,6 +87,8 @@ export async function scoreTargets(model: CausalLM, items: readonly ScoreItem[],
   if (typeof maxLogitsBytes !== 'number' || !(maxLogitsBytes > 0)) throw invalidArgument('a positive number', 'options.maxLogitsBytes', maxLogitsBytes);
   const gather: GatherFn = options.gather ?? gatherLogProbs;
   if (typeof gather !== 'function') throw invalidArgument('a function', 'options.gather', gather);
+  const sharePrefixes = options.sharePrefixes ?? true;
+  if (typeof sharePrefixes !== 'boolean') throw invalidArgument('a boolean', 'options.sharePrefixes', sharePrefixes);
 
   const prepared: Prepared[] = items.map((item, index) => {
     if (item === null || typeof item !== 'object') throw invalidArgument('{ contextIds, targetIds }', `items[${index}]`, item);
@@ -99,20 +114,33 @@ export async function scoreTargets(model: CausalLM, items: readonly ScoreItem[],
   });
 
   const results: Float32Array[] = new Array(items.length);
-  const order = prepared.slice().sort((a, b) => b.length - a.length || a.index - b.index);
+  const chains = sharePrefixes && model.io.hasPositionIds ? findPrefixChains(prepared) : new Map<number, number[]>();
+  const isMember = new Uint8Array(prepared.length);
+  for (const members of chains.values()) for (const m of members) isMember[m] = 1;
+  const order = prepared.filter((_, pos) => !isMember[pos]).sort((a, b) => b.length - a.length || a.index - b.index);
   const budget = Math.max(1, Math.min(maxBatchTokens, Math.floor(maxLogitsBytes / (V * 4))));
-  const stats: ScoreStats = { items: items.length, microBatches: 0, tokens: 0, paddedTokens: 0, targetTokens: 0 };
+  const stats: ScoreStats = { items: items.length, microBatches: 0, tokens: 0, paddedTokens: 0, targetTokens: 0, sharedItems: 0, tailTokens: 0 };
+  for (const it of prepared) stats.targetTokens += it.target.length;
   let i = 0;
   while (i < order.length) {
     const L = order[i]!.length;
     let j = i + 1;
     while (j < order.length && (j - i + 1) * L <= budget) j++;
-    await runMicroBatch(model, order.slice(i, j), L, padding, gather, results);
+    const batch = order.slice(i, j);
+    const members: { item: Prepared; hostRow: number }[] = [];
+    batch.forEach((host, row) => {
+      for (const m of chains.get(host.index) ?? []) members.push({ item: prepared[m]!, hostRow: row });
+    });
+    const run = await runMicroBatch(model, batch, L, padding, gather, results, members.length > 0);
     stats.microBatches++;
     stats.paddedTokens += (j - i) * L;
-    for (let k = i; k < j; k++) {
-      stats.tokens += order[k]!.length;
-      stats.targetTokens += order[k]!.target.length;
+    for (const it of batch) stats.tokens += it.length;
+    if (run.present !== undefined) {
+      const tail = await runTails(model, run.present, run.offsets, members, budget, gather, results);
+      stats.microBatches += tail.passes;
+      stats.tailTokens += tail.tokens;
+      stats.paddedTokens += tail.padded;
+      stats.sharedItems += members.length;
     }
     i = j;
   }
@@ -127,7 +155,8 @@ async function runMicroBatch(
   padding: 'right' | 'left',
   gather: GatherFn,
   results: Float32Array[],
-): Promise<void> {
+  fetchPresent: boolean,
+): Promise<{ present: KVCache | undefined; offsets: Int32Array }> {
   const V = model.config.vocabSize;
   const b = batch.length;
   const padId = BigInt(model.padTokenId);
@@ -156,7 +185,7 @@ async function runMicroBatch(
     attentionMask: mask,
     positionIds,
     past: model.emptyCache(b),
-    fetchPresent: false,
+    fetchPresent,
   });
   const logits = out.logits;
   for (let r = 0; r < b; r++) {
@@ -166,4 +195,86 @@ async function runMicroBatch(
     const first = r * L + offsets[r]! + it.context.length - 1;
     results[it.index] = gather(logits.subarray(first * V, (first + t) * V), it.target, t, V);
   }
+  return { present: out.present, offsets };
+}
+
+/**
+ * Scores members from their hosts' cache: row m gets the first p = context - 1 cached positions
+ * of its host row (right-aligned in a [rows, heads, pMax, headDim] past, masked on the left) and
+ * runs [context[p], target[0 .. t-2]] at positions p, p+1, ...; its logits rows 0..t-1 are the
+ * target log-probs. Tail passes are packed longest past first under the same token budget.
+ */
+async function runTails(
+  model: CausalLM,
+  present: KVCache,
+  hostOffsets: Int32Array,
+  members: { item: Prepared; hostRow: number }[],
+  budget: number,
+  gather: GatherFn,
+  results: Float32Array[],
+): Promise<{ passes: number; tokens: number; padded: number }> {
+  const V = model.config.vocabSize;
+  const H = present.heads;
+  const D = present.headDim;
+  const Lh = present.length;
+  const padId = BigInt(model.padTokenId);
+  const ort = getOrt();
+  const sorted = members.slice().sort((a, b) => b.item.context.length - a.item.context.length || a.item.index - b.item.index);
+  let passes = 0;
+  let tokens = 0;
+  let padded = 0;
+  let i = 0;
+  while (i < sorted.length) {
+    const pMax = sorted[i]!.item.context.length - 1;
+    let T = sorted[i]!.item.target.length;
+    let j = i + 1;
+    while (j < sorted.length) {
+      const t2 = Math.max(T, sorted[j]!.item.target.length);
+      if ((j - i + 1) * (pMax + t2) > budget) break;
+      T = t2;
+      j++;
+    }
+    const rows = sorted.slice(i, j);
+    const bm = rows.length;
+    const keys: OrtTensor[] = [];
+    const values: OrtTensor[] = [];
+    const copyLayer = (src: Float32Array): OrtTensor => {
+      const dst = new Float32Array(bm * H * pMax * D);
+      rows.forEach(({ item, hostRow }, m) => {
+        const p = item.context.length - 1;
+        const off = hostOffsets[hostRow]!;
+        for (let h = 0; h < H; h++) {
+          const from = ((hostRow * H + h) * Lh + off) * D;
+          dst.set(src.subarray(from, from + p * D), ((m * H + h) * pMax + (pMax - p)) * D);
+        }
+      });
+      return new ort.Tensor('float32', dst, [bm, H, pMax, D]);
+    };
+    for (let l = 0; l < present.keys.length; l++) {
+      keys.push(copyLayer(present.keys[l]!.data as Float32Array));
+      values.push(copyLayer(present.values[l]!.data as Float32Array));
+    }
+    const past = new KVCache(keys, values, bm, pMax, H, D);
+    const inputIds = new BigInt64Array(bm * T).fill(padId);
+    const positionIds = new BigInt64Array(bm * T);
+    const mask = new BigInt64Array(bm * (pMax + T));
+    rows.forEach(({ item }, m) => {
+      const p = item.context.length - 1;
+      const t = item.target.length;
+      inputIds[m * T] = BigInt(item.context[p]!);
+      for (let k = 1; k < t; k++) inputIds[m * T + k] = BigInt(item.target[k - 1]!);
+      for (let k = 0; k < T; k++) positionIds[m * T + k] = BigInt(p + k);
+      mask.fill(1n, m * (pMax + T) + pMax - p, m * (pMax + T) + pMax + t);
+      tokens += t;
+    });
+    const out = await model.forward({ inputIds, batch: bm, seqLen: T, attentionMask: mask, positionIds, past, fetchPresent: false });
+    rows.forEach(({ item }, m) => {
+      const t = item.target.length;
+      results[item.index] = gather(out.logits.subarray(m * T * V, (m * T + t) * V), item.target, t, V);
+    });
+    passes++;
+    padded += bm * T;
+    i = j;
+  }
+  return { passes, tokens, padded };
 }
