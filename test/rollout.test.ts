@@ -247,6 +247,23 @@ describe('scoring and advantages', () => {
     }
   });
 
+  test("[decided] rules are options: P = 0 when no token is kept, or the plain geometric mean; which gold", async () => {
+    const tok = await tokenizer();
+    const gen = new ScriptedGenerator(tok, (tag) => (tag.round === 1 ? search('none', 'q') : answer('f', 'Thersekle')));
+    // Full items: every token at log 0.3 (< ln 0.5, none kept); memory items: log 0.9 (kept).
+    const scorer = () => new FakeScorer((_it, i, n) => (i < n / 2 ? Math.log(0.3) : Math.log(0.9)));
+    const q = { ...Q1, golds: ['Thersekle', 'T'] };
+    const zero = await runPipeline({ questions: [q], generator: gen, scorer: scorer(), retriever: new FakeRetriever(), options: { rollout: { groupSize: 1 } } });
+    expect(zero.records[0]!.rounds[1]!.pFull).toBe(0);
+    expect(zero.records[0]!.rounds[1]!.pMem).toBeCloseTo(0.9, 6);
+    const plain = await runPipeline({ questions: [q], generator: gen, scorer: scorer(), retriever: new FakeRetriever(), options: { rollout: { groupSize: 1 }, memory: { emptyKept: 'all-tokens' } } });
+    expect(plain.records[0]!.rounds[1]!.pFull).toBeCloseTo(0.3, 6);
+    expect(plain.records[0]!.rounds[1]!.memReward).toBeCloseTo(0.6, 6);
+    const sc = scorer();
+    await runPipeline({ questions: [q], generator: gen, scorer: sc, retriever: new FakeRetriever(), options: { rollout: { groupSize: 1 }, memory: { gold: 'shortest' } } });
+    expect(sc.calls[0]![0]!.targetIds).toEqual([...tok.encode('<answer>'), ...tok.encode('T'), ...tok.encode('</answer>')]);
+  });
+
   test('a tool failure is recorded and excluded; the group is normalised over the remaining samples', async () => {
     const tok = await tokenizer();
     const gen = new ScriptedGenerator(tok, (tag) => (tag.sample < 2 ? answer('none', tag.sample === 0 ? 'Thersekle' : 'Nope') : search('none', 'q')));
@@ -295,7 +312,7 @@ describe('options and inputs', () => {
     const o = resolveOptions({});
     expect(o.rollout).toMatchObject({ groupSize: 16, context: 'full', sampling: { temperature: 1, topP: 1, topK: 0 } });
     expect(o.tool.topk).toBe(3);
-    expect(o.memory).toMatchObject({ memSpan: 'inclusive', answerTemplate: '<answer>{answer}</answer>', gold: 'first', threshold: Math.log(0.5), memContextIncludesLastObservation: false, windowToolResults: 1, searchShortTextChars: null, webpageShortTextChars: 100 });
+    expect(o.memory).toMatchObject({ memSpan: 'inclusive', answerTemplate: '<answer>{answer}</answer>', gold: 'first', emptyKept: 'zero', threshold: Math.log(0.5), memContextIncludesLastObservation: false, windowToolResults: 1, searchShortTextChars: null, webpageShortTextChars: 100 });
     expect(o.reward).toEqual({ formatScore: 0, metric: 'em', requireAnswer: false });
     expect(o.advantage).toEqual({ eps: 1e-6, normByStd: true, memGrouping: 'question', alpha: 1 });
     expect(resolveOptions({ memory: { threshold: -Infinity } }).memory.threshold).toBe(-Infinity);

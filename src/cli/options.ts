@@ -69,7 +69,8 @@ export function addPipelineOptions(cmd: Command, defaults: CommandDefaults = {})
   // Memory reward (SPEC §4) and memory context (SPEC §7)
   add('--mem-span <mode>', "[decided] mem span: 'inclusive' (with the tag tokens) or 'content'", undefined, m.memSpan, ['inclusive', 'content']);
   add('--answer-template <t>', 'memory-reward target; {answer} is replaced by the gold', undefined, m.answerTemplate);
-  add('--gold <which>', '[decided] gold used in the target when there are several', undefined, m.gold, ['first']);
+  add('--gold <which>', '[decided] gold used in the target when there are several', undefined, m.gold, ['first', 'shortest', 'longest']);
+  add('--empty-kept <rule>', "[decided] P when no answer token passes the threshold: 'zero' or 'all-tokens' (plain geometric mean)", undefined, m.emptyKept, ['zero', 'all-tokens']);
   add('--threshold <tau>', "answer tokens with logp <= tau are dropped ('-inf' = plain geometric mean)", num((x) => x < Infinity && !Number.isNaN(x), "a number below Infinity or '-inf'"), m.threshold);
   add('--mem-context-last-observation', 'memory context also includes the previous observation (notes 0x04 gap)', undefined, m.memContextIncludesLastObservation);
   add('--window-tool-results <n>', 'prepare_prompt: tool results kept in the memory window', int(1), m.windowToolResults);
@@ -100,7 +101,7 @@ export function pipelineOptionsFromFlags(o: Record<string, unknown>, memoryRewar
     },
     tool: { topk: o['topk'], docMaxChars: o['docMaxChars'], timeoutMs: o['retrieverTimeout'], retries: o['retrieverRetries'], backoffMs: o['retrieverBackoff'] },
     memory: {
-      memSpan: o['memSpan'], answerTemplate: o['answerTemplate'], gold: o['gold'], threshold: o['threshold'],
+      memSpan: o['memSpan'], answerTemplate: o['answerTemplate'], gold: o['gold'], emptyKept: o['emptyKept'], threshold: o['threshold'],
       memContextIncludesLastObservation: Boolean(o['memContextLastObservation']), windowToolResults: o['windowToolResults'],
       searchShortTextChars: o['searchShortTextChars'], webpageShortTextChars: o['webpageShortTextChars'],
       scorerMaxBatchTokens: o['scorerMaxBatchTokens'], enabled: memoryEnabled,

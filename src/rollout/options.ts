@@ -59,7 +59,9 @@ export const memorySchema = z.object({
   /** Memory-reward target (SPEC §4). Must contain `{answer}` once. */
   answerTemplate: z.string().refine((s) => s.split('{answer}').length === 2, { message: 'must contain {answer} exactly once' }).default(ANSWER_TEMPLATE),
   /** [decided] which gold fills the target when there are several (SPEC §4). */
-  gold: z.enum(['first']).default('first'),
+  gold: z.enum(['first', 'shortest', 'longest']).default('first'),
+  /** [decided] P when no answer token passes τ (SPEC §4): 0 ('zero', default) or the plain geometric mean over all answer tokens ('all-tokens'). */
+  emptyKept: z.enum(['zero', 'all-tokens']).default('zero'),
   /** τ of the threshold filter (SPEC §4, ln 0.5); -Infinity = plain geometric mean. */
   threshold: threshold().default(Math.log(0.5)),
   /** Memory context includes the previous observation (notes 0x04 §4.4 gap; SPEC default false). */

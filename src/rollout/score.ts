@@ -76,13 +76,19 @@ export function answerTarget(gold: string, template: string, codec: TextCodec): 
   return { targetIds, ansMask };
 }
 
+/** [decided] SPEC §4: which gold fills the target. */
+export function pickGold(golds: readonly string[], rule: 'first' | 'shortest' | 'longest'): string {
+  if (rule === 'first') return golds[0]!;
+  return golds.reduce((best, g) => ((rule === 'shortest' ? g.length < best.length : g.length > best.length) ? g : best));
+}
+
 /** SPEC §2 snapshots of one batch: rounds r ≥ 2 with a closed `<mem>`, non-excluded trajectories. */
 export function buildSnapshots(trajectories: readonly Trajectory[], codec: TextCodec, options: PipelineOptions): Snapshot[] {
   const m = options.memory;
   const out: Snapshot[] = [];
   trajectories.forEach((t, row) => {
     if (t.state === 'error') return;
-    const gold = t.question.golds[0]!;
+    const gold = pickGold(t.question.golds, m.gold);
     const target = answerTarget(gold, m.answerTemplate, codec);
     for (const r of t.rounds) {
       if (r.index < 2 || r.memOpen === null || r.memClose === null) continue;
@@ -163,6 +169,20 @@ export async function scoreBatch(
       mask.set(s.ansMask, i * A);
     }
     const res = memoryRewards(logp, mask, M, A, { threshold: options.memory.threshold });
+    if (options.memory.emptyKept === 'all-tokens') {
+      // [decided] alternative: rows where no answer token passes τ use the plain geometric mean.
+      const tau = options.memory.threshold;
+      const plain = memoryRewards(logp, mask, M, A, { threshold: -Infinity });
+      const noneKept = (row: number) => {
+        for (let a = row * A; a < (row + 1) * A; a++) if (mask[a] !== 0 && logp[a]! > tau) return false;
+        return true;
+      };
+      for (let i = 0; i < M; i++) {
+        if (noneKept(i)) res.pFull[i] = plain.pFull[i]!;
+        if (noneKept(M + i)) res.pMem[i] = plain.pMem[i]!;
+        res.memRewards[i] = res.pMem[i]! - res.pFull[i]!;
+      }
+    }
     snapshots.forEach((s, i) => {
       scored[s.row]!.roundRewards[s.round - 1] = { memReward: res.memRewards[i]!, pFull: res.pFull[i]!, pMem: res.pMem[i]! };
     });
