@@ -11,6 +11,11 @@
  * Gathering: an item's target positions are consecutive, so their logits rows form one
  * contiguous block of the `[batch, len, vocab]` output; that block is passed to the kernel's
  * `gatherLogProbs` as a `subarray` view (no copy), one call per item.
+ *
+ * Prefix sharing (default on, see prefix.ts): an item whose context is a prefix of another
+ * item's context (MemPO full contexts of rounds 2..R of one trajectory) is not run over its
+ * context again; its host's micro-batch also fetches `present.*`, and the member is scored by a
+ * pass over its target only, on a slice of the host's cache.
  */
 import { gatherLogProbs } from '../scoring';
 import type { CausalLM } from './causal-lm';
@@ -48,9 +53,9 @@ export interface ScoreOptions {
 export interface ScoreStats {
   items: number;
   microBatches: number;
-  /** Real tokens run through the model. */
+  /** Real tokens of the items run in full passes (hosts and items without a host). */
   tokens: number;
-  /** Tokens including padding. */
+  /** Tokens of all passes including padding (full and tail passes). */
   paddedTokens: number;
   targetTokens: number;
   /** Items scored from another item's cache (prefix sharing). */
