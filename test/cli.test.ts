@@ -55,6 +55,12 @@ describe('mempo command', () => {
     expect(m.err).toContain("required option '--out <dir>' not specified");
   });
 
+  test("'none' lifts a limit", async () => {
+    const r = await run(['eval', '--questions', questions, '--limit', 'none', '--max-round-tokens', '4', '--max-turns', '1', '--threads', '1', '--doc-max-chars', 'none', '--json']);
+    expect(r.err).toBe('');
+    expect(JSON.parse(r.out).questions).toBe(2);
+  });
+
   test('rejects a malformed questions line naming the file, line and field', async () => {
     const bad = join(dir, 'bad.jsonl');
     writeFileSync(bad, '{"id":"a","question":"Q?","golds":["x"]}\n{"id":"b","golds":["x"]}\n');

@@ -5,7 +5,7 @@
  */
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { MempoPipelineError } from '../tools/errors';
-import { addPipelineOptions, int, intOrNone, pipelineOptionsFromFlags } from './options';
+import { addPipelineOptions, int, intOrNone, orNull, pipelineOptionsFromFlags } from './options';
 import { EMBEDDED } from './paths';
 import { executeRun, type RunIO, type RunSettings } from './run';
 
@@ -20,7 +20,7 @@ function settingsFrom(kind: 'rollout' | 'eval', o: Record<string, unknown>): Run
     out: (o['out'] as string | undefined) ?? null,
     questions: (o['questions'] as string | undefined) ?? EMBEDDED.split(split ?? (kind === 'eval' ? 'dev' : 'train')),
     offset: (o['offset'] as number | undefined) ?? 0,
-    limit: o['limit'] === undefined ? null : (o['limit'] as number | null),
+    limit: o['limit'] === undefined ? null : (orNull(o['limit']) as number | null),
     model: (o['model'] as string | undefined) ?? EMBEDDED.model(),
     corpus: (o['corpus'] as string | undefined) ?? null,
     retriever: (o['retriever'] as string | undefined) ?? null,

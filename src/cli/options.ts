@@ -25,10 +25,18 @@ export function num(check: (x: number) => boolean = Number.isFinite, what = 'a f
   };
 }
 
-/** A positive integer, or "none" for no limit (null). */
-export function intOrNone(v: string): number | null {
-  if (/^(none|null|off)$/i.test(v.trim())) return null;
+/** What a parsed 'none' becomes (commander turns a parsed null into ''); `orNull` maps it back. */
+export const NONE = 'none';
+
+/** A positive integer, or "none" for no limit. */
+export function intOrNone(v: string): number | typeof NONE {
+  if (/^(none|null|off)$/i.test(v.trim())) return NONE;
   return int(1)(v);
+}
+
+/** A flag value of `intOrNone` (or its default) as number | null. */
+export function orNull(v: unknown): unknown {
+  return v === NONE ? null : v;
 }
 
 export interface CommandDefaults {
@@ -99,11 +107,11 @@ export function pipelineOptionsFromFlags(o: Record<string, unknown>, memoryRewar
       context: o['context'], questionsPerBatch: o['questionsPerBatch'], maxGenerateBatch: o['maxGenerateBatch'], seed: o['seed'],
       sampling: { temperature: o['temperature'], topP: o['topP'], topK: o['topK'] },
     },
-    tool: { topk: o['topk'], docMaxChars: o['docMaxChars'], timeoutMs: o['retrieverTimeout'], retries: o['retrieverRetries'], backoffMs: o['retrieverBackoff'] },
+    tool: { topk: o['topk'], docMaxChars: orNull(o['docMaxChars']), timeoutMs: o['retrieverTimeout'], retries: o['retrieverRetries'], backoffMs: o['retrieverBackoff'] },
     memory: {
       memSpan: o['memSpan'], answerTemplate: o['answerTemplate'], gold: o['gold'], emptyKept: o['emptyKept'], threshold: o['threshold'],
       memContextIncludesLastObservation: Boolean(o['memContextLastObservation']), windowToolResults: o['windowToolResults'],
-      searchShortTextChars: o['searchShortTextChars'], webpageShortTextChars: o['webpageShortTextChars'],
+      searchShortTextChars: orNull(o['searchShortTextChars']), webpageShortTextChars: orNull(o['webpageShortTextChars']),
       scorerMaxBatchTokens: o['scorerMaxBatchTokens'], enabled: memoryEnabled,
     },
     reward: { formatScore: o['formatScore'], metric: o['metric'], requireAnswer: Boolean(o['requireAnswer']) },
