@@ -7,6 +7,9 @@
 #   scripts/build-cuda.sh              # build
 #   scripts/build-cuda.sh --cpu        # same CMake build with MEMPO_CUDA=OFF (into build-cuda-cpu/)
 #   scripts/build-cuda.sh --install    # also copy the result over build/Release/mempo.node
+#   scripts/build-cuda.sh --emulate    # tests only: the CUDA path against a CPU emulation of the
+#                                      # CUDA runtime (native/cuda/emu), into build-cuda-emu/; no nvcc
+#                                      # needed. MEMPO_EMU_SANITIZE=1 adds ASan/UBSan.
 #   MEMPO_CUDA_ARCHS="80-real;90-real;90-virtual" scripts/build-cuda.sh   # other architectures
 #   MEMPO_SKIP_EMU=1 scripts/build-cuda.sh   # skip the CPU emulation of the kernels (~25 s)
 #
@@ -20,11 +23,13 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 
 cuda=ON
+emulate=OFF
 out=build-cuda
 install=0
 for arg in "$@"; do
   case "$arg" in
     --cpu) cuda=OFF; out=build-cuda-cpu ;;
+    --emulate) cuda=OFF; emulate=ON; out=build-cuda-emu; [ "${MEMPO_EMU_SANITIZE:-0}" = 1 ] && out=build-cuda-emu-asan ;;
     --install) install=1 ;;
     -h|--help) sed -n "2,19p" "$0"; exit 0 ;;
     *) echo "build-cuda.sh: unknown argument $arg" >&2; exit 2 ;;
@@ -70,7 +75,8 @@ export npm_config_nodedir
 mkdir -p "$out"
 printf '*\n' >"$out/.gitignore"  # keep build output out of git without touching the root .gitignore
 
-args=(compile --out "$out" --CDMEMPO_CUDA="$cuda")
+args=(compile --out "$out" --CDMEMPO_CUDA="$cuda" --CDMEMPO_CUDA_EMULATION="$emulate"
+      --CDMEMPO_EMU_SANITIZE="${MEMPO_EMU_SANITIZE:-0}")
 if [ -n "${MEMPO_CUDA_ARCHS:-}" ]; then args+=(--CDCMAKE_CUDA_ARCHITECTURES="$MEMPO_CUDA_ARCHS"); fi
 if [ -n "${MEMPO_BUILD_JOBS:-}" ]; then args+=(--parallel "$MEMPO_BUILD_JOBS"); fi
 node "$root/node_modules/cmake-js/bin/cmake-js" "${args[@]}"
@@ -98,7 +104,11 @@ if [ "$cuda" = ON ]; then
     echo "build-cuda.sh: warning: $node_file links libcudart dynamically" >&2
   fi
 fi
-node -e "const a = require(process.argv[1]); console.log('build-cuda.sh: built', process.argv[1], JSON.stringify(a.info()))" "$root/$node_file"
+if [ "${MEMPO_EMU_SANITIZE:-0}" = 1 ]; then
+  echo "build-cuda.sh: built $root/$node_file (sanitized: load it with LD_PRELOAD of libasan/libubsan, see native/cuda/emu/parity.sh)"
+else
+  node -e "const a = require(process.argv[1]); console.log('build-cuda.sh: built', process.argv[1], JSON.stringify(a.info()))" "$root/$node_file"
+fi
 
 if [ "$cuda" = ON ] && [ "${MEMPO_SKIP_EMU:-0}" != 1 ]; then
   "$root/native/cuda/emu/run.sh"

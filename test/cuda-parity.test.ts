@@ -7,6 +7,7 @@
  * device every test is skipped, visibly (a console warning, the reason in each test's name),
  * unless MEMPO_REQUIRE_CUDA=1, which turns the skip into a failure.
  */
+import { spawnSync } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
 import { expectClose, rng } from './helpers';
@@ -56,6 +57,21 @@ const gpuIt = (name: string, fn: () => void): void => {
   if (skipReason) it.skip(`${name} [skipped: ${skipReason}]`, fn);
   else it(name, fn);
 };
+
+/** Runs `body` in a child node process with `addon` (the CUDA build) and `out(json)` in scope. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+function child(body: string, env: Record<string, string> = {}): any {
+  const script = `const addon = require(${JSON.stringify(CUDA_ADDON)});
+    const out = (v) => process.stdout.write(JSON.stringify(v));
+    ${body}`;
+  const res = spawnSync(process.execPath, ['-e', script], {
+    env: { ...process.env, MEMPO_NATIVE_BINDING: CUDA_ADDON, ...env },
+    encoding: 'utf8',
+    maxBuffer: 1 << 28,
+  });
+  if (res.status !== 0) throw new Error(`child node failed (${res.status}): ${res.stderr}`);
+  return JSON.parse(res.stdout);
+}
 
 /** fn on CUDA, on the CPU kernels and on the JS twin; restores the backend. */
 function onAll<T>(fn: () => T): { cuda: T; cpu: T; js: T } {
@@ -115,7 +131,7 @@ describe('gatherLogProbs: CUDA = CPU = JS', () => {
     const R = 6, V = 9001;
     const r = rng(3);
     const logits = new Float32Array(R * V).map(() => (r() - 0.5) * 30);
-    const targets = new Int32Array([1, 2, 3, 4, 5, 6]);
+    const targets = new Int32Array([1, 2, 3, 4, 6000, 6]);
     logits[0 * V + 100] = NaN;
     logits[1 * V + 7] = Infinity;
     logits.fill(-Infinity, 2 * V, 3 * V);
@@ -128,20 +144,25 @@ describe('gatherLogProbs: CUDA = CPU = JS', () => {
     expect(Number.isFinite(res.cuda[4]!)).toBe(true);
   });
 
+  // Environment knobs are read by the addon with getenv(), which jest's sandboxed process.env
+  // does not reach: such checks run in a child node process with a real environment.
   gpuIt('host logits streamed in small batches on two streams (MEMPO_CUDA_BATCH_MB=1) give the same values', () => {
-    const R = 9, V = 151936;
-    const r = rng(9);
-    const logits = new Float32Array(R * V).map(() => (r() - 0.5) * 40);
-    const targets = new Int32Array(R).map(() => Math.floor(r() * V));
-    be.setBackend('native-cuda');
-    const whole = api.gatherLogProbs(logits, targets, R, V);
-    process.env.MEMPO_CUDA_BATCH_MB = '1';
-    try {
-      const batched = api.gatherLogProbs(logits, targets, R, V);
-      expect(Array.from(batched)).toEqual(Array.from(whole));
-    } finally {
-      delete process.env.MEMPO_CUDA_BATCH_MB;
-    }
+    const res = child(`
+      const R = 9, V = 151936;
+      let s = 9;
+      const r = () => ((s = (s * 1103515245 + 12345) % 2147483648) / 2147483648);
+      const logits = new Float32Array(R * V).map(() => (r() - 0.5) * 40);
+      const targets = new Int32Array(R).map(() => Math.floor(r() * V));
+      addon.setDevice('cuda');
+      const whole = addon.gatherLogProbs(logits, targets, R, V);
+      process.env.MEMPO_CUDA_BATCH_MB = '1';  // 1 MiB: one 0.6 MB row per batch, 9 batches
+      const batched = addon.gatherLogProbs(logits, targets, R, V);
+      addon.setDevice('cpu');
+      const cpu = addon.gatherLogProbs(logits, targets, R, V);
+      out({ whole: Array.from(whole), batched: Array.from(batched), cpu: Array.from(cpu) });
+    `);
+    expectClose(res.batched, res.whole, 1e-6, 1e-6); // other pieces per row: last-bit differences only
+    expectClose(res.whole, res.cpu, 1e-5, 1e-5);
   });
 
   gpuIt('DeviceBuffer: resident logits give the same values; write, read back, free', () => {
@@ -290,7 +311,53 @@ describe('ppoPolicyLoss: CUDA = CPU = JS', () => {
   });
 });
 
+// Fault injection exists only in the CPU emulation build (native/cuda/emu, MEMPO_EMU_*).
+const emulated = !skipReason && (be.nativeInfo()?.deviceName ?? '').includes('emulation');
+const emuIt = (name: string, fn: () => void): void => {
+  if (skipReason) it.skip(`${name} [skipped: ${skipReason}]`, fn);
+  else if (!emulated) it.skip(`${name} [skipped: fault injection needs the emulation build]`, fn);
+  else it(name, fn);
+};
+
 describe('device errors become exceptions', () => {
+  emuIt('out of device memory: a JS Error with the CUDA text, and the next call works', () => {
+    const res = child(`
+      const R = 8, V = 151936;
+      const logits = new Float32Array(R * V).map((_, i) => Math.sin(i));
+      const targets = new Int32Array(R).map((_, i) => i * 1000);
+      addon.setDevice('cuda');
+      const want = Array.from(addon.gatherLogProbs(logits, targets, R, V));
+      const big = new Float32Array(2 * R * V).map((_, i) => Math.cos(i));
+      const bigTargets = new Int32Array(2 * R).map((_, i) => i * 100);
+      const message = (fn) => { try { fn(); return 'did not throw'; } catch (e) { return e.constructor.name + ': ' + e.message; } };
+      process.env.MEMPO_EMU_MALLOC_LIMIT = '4096';
+      const scratch = message(() => addon.gatherLogProbs(big, bigTargets, 2 * R, V));
+      const upload = message(() => new addon.DeviceBuffer(logits));
+      delete process.env.MEMPO_EMU_MALLOC_LIMIT;
+      const again = Array.from(addon.gatherLogProbs(logits, targets, R, V));
+      out({ scratch, upload, same: JSON.stringify(again) === JSON.stringify(want) });
+    `);
+    expect(res.scratch).toBe('Error: mempo native: CUDA error in cudaMalloc (scratch): out of memory (cudaErrorMemoryAllocation)');
+    expect(res.upload).toBe('Error: mempo native: CUDA error in cudaMalloc (DeviceBuffer): out of memory (cudaErrorMemoryAllocation)');
+    expect(res.same).toBe(true);
+  });
+
+  emuIt('no device: cuda false with the CUDA error text, CPU results, native-cuda refused', () => {
+    const res = child(
+      `const info = addon.info();
+      let refused = '';
+      try { addon.setDevice('cuda'); } catch (e) { refused = e.message; }
+      out({ info, refused });`,
+      { MEMPO_EMU_NO_DEVICE: '1' },
+    );
+    expect(res.info.cuda).toBe(false);
+    expect(res.info.device).toBe('cpu');
+    expect(res.info.cudaError).toBe('cudaGetDeviceCount failed: no CUDA-capable device is detected (cudaErrorNoDevice)');
+    expect(res.refused).toBe(
+      'mempo native: no usable CUDA device: cudaGetDeviceCount failed: no CUDA-capable device is detected (cudaErrorNoDevice)',
+    );
+  });
+
   gpuIt('errors surface as JS exceptions and the device stays usable', () => {
     be.setBackend('native-cuda');
     const addon = be.nativeAddon()!;

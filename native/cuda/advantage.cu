@@ -34,7 +34,7 @@ void normalize_on_device(Session& s, cudaStream_t st, const double* values, cons
         "cudaMemcpyAsync (group offsets)");
   if (group_count > 0) {
     const unsigned grid = unsigned(group_count < (1 << 20) ? group_count : (1 << 20));
-    group_normalize_kernel<<<grid, 128, 0, st>>>(d_values, d_order, d_offsets, group_count, eps, norm_by_std ? 1 : 0,
+    MEMPO_LAUNCH(group_normalize_kernel, grid, 128, st, d_values, d_order, d_offsets, group_count, eps, norm_by_std ? 1 : 0,
                                                  d_norm);
     check_launch("group_normalize kernel launch");
   }
@@ -56,7 +56,7 @@ void answer_probability(const float* logp, const uint8_t* mask, int64_t rows, in
   float* d_out = s.slot<float>(2);
   check(cudaMemcpyAsync(d_logp, logp, sizeof(float) * n, cudaMemcpyHostToDevice, st), "cudaMemcpyAsync (logp)");
   check(cudaMemcpyAsync(d_mask, mask, n, cudaMemcpyHostToDevice, st), "cudaMemcpyAsync (ansMask)");
-  answer_prob_kernel<<<grid_for(rows * 32, kAdvThreads, s.sm_count()), kAdvThreads, 0, st>>>(d_logp, d_mask, rows, cols,
+  MEMPO_LAUNCH(answer_prob_kernel, grid_for(rows * 32, kAdvThreads, s.sm_count()), kAdvThreads, st, d_logp, d_mask, rows, cols,
                                                                                       threshold, d_out);
   check_launch("answer_probability kernel launch");
   check(cudaMemcpyAsync(out, d_out, sizeof(float) * size_t(rows), cudaMemcpyDeviceToHost, st), "cudaMemcpyAsync (out)");
@@ -75,7 +75,7 @@ void outcome_advantage(const double* scores, const int32_t* groups, int64_t rows
   uint8_t* d_mask = s.slot<uint8_t>(4);
   float* d_out = s.slot<float>(5);
   check(cudaMemcpyAsync(d_mask, mask, n, cudaMemcpyHostToDevice, st), "cudaMemcpyAsync (responseMask)");
-  broadcast_kernel<<<grid_for(int64_t(n), kAdvThreads, s.sm_count()), kAdvThreads, 0, st>>>(s.slot<double>(3), d_mask, rows,
+  MEMPO_LAUNCH(broadcast_kernel, grid_for(int64_t(n), kAdvThreads, s.sm_count()), kAdvThreads, st, s.slot<double>(3), d_mask, rows,
                                                                                      cols, d_out);
   check_launch("broadcast kernel launch");
   check(cudaMemcpyAsync(out, d_out, sizeof(float) * n, cudaMemcpyDeviceToHost, st), "cudaMemcpyAsync (out)");
@@ -98,7 +98,7 @@ void memory_advantage(const double* rewards, const int32_t* groups, int64_t m, i
     check(cudaMemcpyAsync(d_spans, spans, sizeof(int32_t) * 3 * size_t(m), cudaMemcpyHostToDevice, st),
           "cudaMemcpyAsync (spans)");
     const unsigned grid = unsigned(m < (int64_t{1} << 30) ? m : (int64_t{1} << 30));
-    spans_kernel<<<grid, 128, 0, st>>>(s.slot<double>(3), d_spans, m, cols, d_out);
+    MEMPO_LAUNCH(spans_kernel, grid, 128, st, s.slot<double>(3), d_spans, m, cols, d_out);
     check_launch("write_spans kernel launch");
   }
   check(cudaMemcpyAsync(out, d_out, sizeof(float) * n, cudaMemcpyDeviceToHost, st), "cudaMemcpyAsync (out)");

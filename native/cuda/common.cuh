@@ -11,6 +11,12 @@
 #include "cuda_kernels.h"
 #include "device.cuh"
 
+// kernel<<<grid, block, 0, stream>>>(args...), spelled as a macro so the CPU emulation build
+// (MEMPO_CUDA_EMULATION, native/cuda/emu) can run the same host code with emulated launches.
+#ifndef MEMPO_CUDA_EMULATION
+#define MEMPO_LAUNCH(kernel, grid, block, stream, ...) kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
+#endif
+
 namespace mempo {
 namespace cuda {
 

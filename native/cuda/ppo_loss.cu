@@ -40,7 +40,7 @@ PpoLossResult ppo_policy_loss(const float* logp, const float* old_logp, const fl
 
   // Mask first: the row weights need its per-row counts while the other inputs upload.
   check(cudaMemcpyAsync(d_mask, mask, n, cudaMemcpyHostToDevice, st), "cudaMemcpyAsync (mask)");
-  row_counts_kernel<<<grid_for(rows * 128, 128, s.sm_count()), 128, 0, st>>>(d_mask, rows, cols, d_per_row);
+  MEMPO_LAUNCH(row_counts_kernel, grid_for(rows * 128, 128, s.sm_count()), 128, st, d_mask, rows, cols, d_per_row);
   check_launch("row_counts kernel launch");
   std::vector<long long> per_row(static_cast<size_t>(rows));
   check(cudaMemcpyAsync(per_row.data(), d_per_row, sizeof(long long) * size_t(rows), cudaMemcpyDeviceToHost, st),
@@ -61,7 +61,7 @@ PpoLossResult ppo_policy_loss(const float* logp, const float* old_logp, const fl
         "cudaMemcpyAsync (row weights)");
   check(cudaStreamSynchronize(up), "cudaStreamSynchronize");
 
-  ppo_kernel<<<grid, kPpoThreads, 0, st>>>(d_logp, d_old, d_adv, d_mask, d_weight, rows, cols, 1.0 - clip_low,
+  MEMPO_LAUNCH(ppo_kernel, grid, kPpoThreads, st, d_logp, d_old, d_adv, d_mask, d_weight, rows, cols, 1.0 - clip_low,
                                         1.0 + clip_high, clip_c, with_ref ? d_ref : nullptr, kl_coef,
                                         with_ref ? kl_type : 0, d_grad, d_partials);
   check_launch("ppo_policy_loss kernel launch");
