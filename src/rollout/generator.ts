@@ -4,7 +4,7 @@
  * replace the embedded one: a `TextCodec` (tokenizer), a `Generator` (batched sampling with
  * stop strings and per-token log-probs) and a `TargetScorer` (SPEC §4 teacher-forced scoring).
  */
-import type { CausalLM } from '../runtime';
+import { CausalLM, type LoadOptions } from '../runtime';
 import { EOS_TOKEN_ID, FALLBACK_STOP_TOKEN_IDS, STOP_TOKEN_IDS } from '../agent/protocol';
 
 export interface TextCodec {
@@ -80,6 +80,16 @@ export class LocalModel implements Generator, TargetScorer {
   readonly maxContextTokens: number;
   /** Number of scorer calls made (SPEC §4: one per batch). */
   scoreCalls = 0;
+
+  /** Loads a model directory (ONNX + tokenizer), e.g. the embedded `models/mempo-tiny`. */
+  static async load(dir: string, options: LocalModelOptions & { load?: LoadOptions } = {}): Promise<LocalModel> {
+    return new LocalModel(await CausalLM.load(dir, options.load ?? {}), options);
+  }
+
+  /** Releases the ONNX session. */
+  dispose(): Promise<void> {
+    return this.model.dispose();
+  }
 
   constructor(readonly model: CausalLM, private readonly options: LocalModelOptions = {}) {
     const tok = model.tokenizer;
