@@ -1,0 +1,72 @@
+/** summary.json and the eval table from batch records; report.html structure. */
+import type { BatchRecord } from '../src/rollout/batch';
+import { evalReport, formatEvalReport, summarize } from '../src/rollout/summary';
+import { renderReport } from '../src/report/html';
+
+function rec(uid: string, sample: number, o: { score: number; answer: string; hops: number; objectives: number; ctx: number[]; mem?: Array<number | null>; valid?: boolean; excluded?: boolean }): BatchRecord {
+  const n = o.ctx.length;
+  return {
+    uid, sample, question: `Q ${uid}?`, golds: ['Gold'], hops: o.hops, objectives: o.objectives,
+    promptIds: [1, 2], responseIds: Array(n * 3).fill(20), responseMask: Array(n * 3).fill(1).map((_, i) => (i % 3 === 2 ? 0 : 1)),
+    oldLogp: Array(n * 3).fill(-0.5),
+    rounds: o.ctx.map((c, i) => ({
+      index: i + 1, start: 3 * i, end: 3 * i + 2, memSpan: [3 * i, 3 * i + 1] as [number, number], memReward: o.mem?.[i] ?? null, pFull: 0.5, pMem: 0.5,
+      action: i === n - 1 ? 'answer' as const : 'search' as const, query: null, answer: null,
+      violations: o.valid === false && i === 0 ? [{ code: 'missing-think' as const, message: 'no closed <think>' }] : [],
+      finishReason: 'stop', contextTokens: c, observation: null,
+    })),
+    score: o.excluded ? null : o.score, formatValid: o.valid !== false, formatReason: o.valid === false ? 'round 1: x' : null,
+    outcomeAdvantage: Array(n * 3).fill(0.5), memoryAdvantage: Array(n * 3).fill(0), advantages: Array(n * 3).fill(0.5),
+    text: `<mem>m</mem><think>t</think><answer>${o.answer}</answer>`, doneReason: o.excluded ? 'tool-error' : 'answer',
+    error: o.excluded ? 'down' : null, excluded: o.excluded ?? false,
+  };
+}
+
+const records = [
+  rec('a', 0, { score: 1, answer: 'Gold', hops: 1, objectives: 1, ctx: [40, 100], mem: [null, 0.1] }),
+  rec('a', 1, { score: 0, answer: 'Lead', hops: 1, objectives: 1, ctx: [40], valid: false }),
+  rec('b', 0, { score: 0, answer: 'x', hops: 2, objectives: 1, ctx: [40, 90, 160], mem: [null, -0.2, 0.3] }),
+  rec('b', 1, { score: 0, answer: 'y', hops: 2, objectives: 1, ctx: [40, 80] }),
+  rec('c', 0, { score: 0, answer: 'Gold', hops: 1, objectives: 2, ctx: [40], excluded: true }),
+];
+
+test('summarize: counts, means, memory-reward statistics over non-excluded trajectories', () => {
+  const s = summarize(records, null);
+  expect(s).toMatchObject({ questions: 3, trajectories: 5, excluded: 1, toolErrors: 1, meanTurns: 9 / 5, thisRun: null });
+  expect(s.meanScore).toBeCloseTo(0.25, 10);
+  expect(s.formatValidRate).toBeCloseTo(4 / 5, 10);
+  expect(s.memoryReward.count).toBe(3);
+  expect(s.memoryReward.mean).toBeCloseTo(0.2 / 3, 10);
+  const m = 0.2 / 3;
+  expect(s.memoryReward.std).toBeCloseTo(Math.sqrt(((0.1 - m) ** 2 + (-0.2 - m) ** 2 + (0.3 - m) ** 2) / 2), 10);
+  expect(s.scoredItems).toBe(6);
+  expect(s.doneReasons).toEqual({ answer: 4, 'tool-error': 1 });
+  expect(s.tokensGenerated).toBe(records.reduce((a, r) => a + r.responseMask.filter((x) => x === 1).length, 0));
+});
+
+test('evalReport: EM by hops and objectives, mixed groups, context tokens', () => {
+  const e = evalReport(records);
+  expect(e).toMatchObject({ questions: 2, trajectories: 4 });
+  expect(e.em).toBeCloseTo(0.25, 10);
+  expect(e.byHops).toEqual({ 1: { questions: 1, trajectories: 2, em: 0.5 }, 2: { questions: 1, trajectories: 2, em: 0 } });
+  expect(e.byObjectives).toEqual({ 1: { questions: 2, trajectories: 4, em: 0.25 } });
+  expect(e.mixedGroupFraction).toBe(0.5);
+  expect(e.formatValidRoundRate).toBeCloseTo(7 / 8, 10);
+  // a: totals 140 and 40 → 90; b: 290 and 120 → 205. Peaks: a (100+40)/2 = 70, b (160+80)/2 = 120.
+  expect(e.contextTokens).toEqual({ meanTotalPerQuestion: (90 + 205) / 2, meanPeakPerQuestion: (70 + 120) / 2, maxPeak: 160 });
+  const text = formatEvalReport(e);
+  expect(text).toContain('exact match              25.0%');
+  expect(text).toContain('EM by hops:        1: 50.0% (n=1)  2: 0.0% (n=1)');
+});
+
+test('renderReport: self-contained, tokens coloured, mem spans outlined, observations grey, a chart', () => {
+  const html = renderReport(records, { pieceOf: (id) => `<${id}>`, summary: summarize(records, null), maxQuestions: 2 });
+  expect(html).not.toMatch(/<script|<link|src=|url\(|@import/);
+  expect(html).toContain('<svg');
+  expect(html).toContain('class="mem"');
+  expect(html).toContain('class="obs"');
+  expect(html).toContain('&lt;20&gt;');
+  expect(html).toContain('memory reward <b>+0.1000</b>');
+  expect(html).toContain('1 more questions in batch.jsonl');
+  expect(html.match(/class="traj /g)).toHaveLength(4);
+});
