@@ -34,8 +34,8 @@ void normalize_on_device(Session& s, cudaStream_t st, const double* values, cons
         "cudaMemcpyAsync (group offsets)");
   if (group_count > 0) {
     const unsigned grid = unsigned(group_count < (1 << 20) ? group_count : (1 << 20));
-    MEMPO_LAUNCH(group_normalize_kernel, grid, 128, st, d_values, d_order, d_offsets, group_count, eps, norm_by_std ? 1 : 0,
-                                                 d_norm);
+    MEMPO_LAUNCH(group_normalize_kernel, grid, 128, st, d_values, d_order, d_offsets, group_count, eps,
+                 norm_by_std ? 1 : 0, d_norm);
     check_launch("group_normalize kernel launch");
   }
   // The host vectors above die on return: make sure their (pageable) copies have been staged.
@@ -56,8 +56,8 @@ void answer_probability(const float* logp, const uint8_t* mask, int64_t rows, in
   float* d_out = s.slot<float>(2);
   check(cudaMemcpyAsync(d_logp, logp, sizeof(float) * n, cudaMemcpyHostToDevice, st), "cudaMemcpyAsync (logp)");
   check(cudaMemcpyAsync(d_mask, mask, n, cudaMemcpyHostToDevice, st), "cudaMemcpyAsync (ansMask)");
-  MEMPO_LAUNCH(answer_prob_kernel, grid_for(rows * 32, kAdvThreads, s.sm_count()), kAdvThreads, st, d_logp, d_mask, rows, cols,
-                                                                                      threshold, d_out);
+  MEMPO_LAUNCH(answer_prob_kernel, grid_for(rows * 32, kAdvThreads, s.sm_count()), kAdvThreads, st, d_logp, d_mask,
+               rows, cols, threshold, d_out);
   check_launch("answer_probability kernel launch");
   check(cudaMemcpyAsync(out, d_out, sizeof(float) * size_t(rows), cudaMemcpyDeviceToHost, st), "cudaMemcpyAsync (out)");
   s.sync();
@@ -75,8 +75,8 @@ void outcome_advantage(const double* scores, const int32_t* groups, int64_t rows
   uint8_t* d_mask = s.slot<uint8_t>(4);
   float* d_out = s.slot<float>(5);
   check(cudaMemcpyAsync(d_mask, mask, n, cudaMemcpyHostToDevice, st), "cudaMemcpyAsync (responseMask)");
-  MEMPO_LAUNCH(broadcast_kernel, grid_for(int64_t(n), kAdvThreads, s.sm_count()), kAdvThreads, st, s.slot<double>(3), d_mask, rows,
-                                                                                     cols, d_out);
+  MEMPO_LAUNCH(broadcast_kernel, grid_for(int64_t(n), kAdvThreads, s.sm_count()), kAdvThreads, st, s.slot<double>(3),
+               d_mask, rows, cols, d_out);
   check_launch("broadcast kernel launch");
   check(cudaMemcpyAsync(out, d_out, sizeof(float) * n, cudaMemcpyDeviceToHost, st), "cudaMemcpyAsync (out)");
   s.sync();

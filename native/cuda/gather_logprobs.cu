@@ -26,8 +26,8 @@ void launch(Session& s, cudaStream_t st, const float* d_logits, const int32_t* d
   const unsigned grid = unsigned(total < (int64_t{1} << 30) ? total : (int64_t{1} << 30));
   MEMPO_LAUNCH(lse_parts, grid, kGatherThreads, st, d_logits, rows, vocab, chunks, piece, d_parts);
   check_launch("lse_parts kernel launch");
-  MEMPO_LAUNCH(lse_finish, grid_for(rows, 128, s.sm_count()), 128, st, d_logits, d_targets, rows, vocab, chunks, d_parts,
-                                                                  d_out);
+  MEMPO_LAUNCH(lse_finish, grid_for(rows, 128, s.sm_count()), 128, st, d_logits, d_targets, rows, vocab, chunks,
+               d_parts, d_out);
   check_launch("lse_finish kernel launch");
 }
 

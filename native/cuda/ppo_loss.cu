@@ -62,8 +62,8 @@ PpoLossResult ppo_policy_loss(const float* logp, const float* old_logp, const fl
   check(cudaStreamSynchronize(up), "cudaStreamSynchronize");
 
   MEMPO_LAUNCH(ppo_kernel, grid, kPpoThreads, st, d_logp, d_old, d_adv, d_mask, d_weight, rows, cols, 1.0 - clip_low,
-                                        1.0 + clip_high, clip_c, with_ref ? d_ref : nullptr, kl_coef,
-                                        with_ref ? kl_type : 0, d_grad, d_partials);
+               1.0 + clip_high, clip_c, with_ref ? d_ref : nullptr, kl_coef, with_ref ? kl_type : 0, d_grad,
+               d_partials);
   check_launch("ppo_policy_loss kernel launch");
   std::vector<BlockPartial> partials(grid);
   check(cudaMemcpyAsync(partials.data(), d_partials, sizeof(BlockPartial) * grid, cudaMemcpyDeviceToHost, st),
