@@ -25,6 +25,7 @@ export type DoneReason =
   | 'response-budget'
   | 'round-length'
   | 'eos'
+  | 'no-action'
   | 'context'
   | 'tool-error';
 
@@ -220,7 +221,7 @@ export function applyGeneration(
   } else if (out.finishReason === 'eos') finish(t, 'eos', hooks);
   else if (out.finishReason === 'context') finish(t, 'context', hooks);
   else if (t.responseIds.length >= r.maxResponseTokens) finish(t, 'response-budget', hooks);
-  else if (out.finishReason === 'stop') finish(t, 'eos', hooks);
+  else if (out.finishReason === 'stop') finish(t, 'no-action', hooks);
   else finish(t, 'round-length', hooks);
   return round;
 }
