@@ -1,4 +1,7 @@
 /**
+ * @jest-environment ./test/runtime-environment.js
+ */
+/**
  * The search tool: round parsing, the embedded BM25 retriever, observation rendering, and the
  * HTTP retrieval-server client against a local server that answers, refuses, fails or hangs.
  */
@@ -11,7 +14,9 @@ import { Bm25Retriever } from '../src/tools/bm25';
 import { HttpRetriever } from '../src/tools/http';
 import { parseRoundOutput } from '../src/tools/parse';
 import { renderSearchObservation } from '../src/tools/retriever';
-import { CORPUS } from './rollout-helpers';
+import { runPipeline } from '../src/rollout/pipeline';
+import { ScriptedGenerator } from '../src/rollout/scripted';
+import { CORPUS, FakeScorer, Q1, answer, search, tokenizer } from './rollout-helpers';
 
 describe('parseRoundOutput', () => {
   test('a well-formed search round has no violations', () => {
@@ -210,5 +215,29 @@ describe('HttpRetriever (Search-R1 / ASearcher retrieval server API)', () => {
   test('rejects a URL that is not http(s)', () => {
     expect(() => new HttpRetriever('ftp://x')).toThrow('Expected an http(s) URL for the retriever but received "ftp://x"');
     expect(() => new HttpRetriever('not a url')).toThrow('Expected an http(s) URL');
+  });
+});
+
+describe('a retrieval server that stays down, through the pipeline', () => {
+  test('searching trajectories are recorded with the error and excluded; the rest are scored', async () => {
+    const srv = await server((_req, _body, res) => answerWith(res, 503, 'down'));
+    try {
+      const tok = await tokenizer();
+      const gen = new ScriptedGenerator(tok, (tag) => (tag.sample < 2 ? answer('none', tag.sample === 0 ? 'Thersekle' : 'No') : search('none', 'Mamek')));
+      const res = await runPipeline({
+        questions: [Q1], generator: gen, scorer: new FakeScorer(), retriever: new HttpRetriever(srv.url, { retries: 1, backoffMs: 1 }),
+        options: { rollout: { groupSize: 4 } },
+      });
+      expect(srv.hits()).toBe(2); // one batched request for both searches, retried once
+      const [a, b, c, d] = res.records;
+      expect([a!.excluded, b!.excluded, c!.excluded, d!.excluded]).toEqual([false, false, true, true]);
+      expect(c!.error).toBe(`http:${srv.url}: The retrieval server at ${srv.url} did not answer after 2 attempts (last error: HTTP 503 down). ` +
+        'Start the server (e.g. Search-R1 `retrieval_server.py` / ASearcher), check the URL, or search the local corpus with --corpus FILE.');
+      expect(c!.score).toBeNull();
+      expect(a!.advantages[0]).toBeCloseTo(1 / Math.SQRT2, 5);
+      expect(b!.advantages[0]).toBeCloseTo(-1 / Math.SQRT2, 5);
+    } finally {
+      await srv.close();
+    }
   });
 });
