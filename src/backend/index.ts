@@ -13,6 +13,7 @@
  * error, with the CUDA error text, when there is none).
  */
 import * as path from 'path';
+import { typeError } from '../core/validate';
 import type { NativeAddon, NativeDeviceBuffer, NativeInfo } from './addon';
 
 export type Backend = 'native' | 'native-cuda' | 'js';
@@ -174,12 +175,13 @@ export function nativeInfo(): NativeInfo | null {
  * 'native-cuda' backend; call free() when done (garbage collection frees it too, but late).
  */
 export function uploadToDevice(data: Float32Array): NativeDeviceBuffer {
-  if (!(data instanceof Float32Array)) {
-    throw new TypeError(`Expected Float32Array for data but received ${data === null ? 'null' : typeof data}`);
-  }
+  if (Object.prototype.toString.call(data) !== '[object Float32Array]') throw typeError('Float32Array', 'data', data);
   if (backend() !== 'native-cuda') {
     const addon = ensureLoaded().addon;
-    throw cudaFailure(addon ? cudaUnavailable(addon) ?? `the current backend is '${backend()}'` : loadFailure().message);
+    const why = !addon
+      ? loadFailure().message
+      : (cudaUnavailable(addon) ?? `the current backend is '${backend()}'; call setBackend('native-cuda') first`);
+    throw cudaFailure(why);
   }
   const addon = ensureLoaded().addon!;
   return new addon.DeviceBuffer!(data);
@@ -196,7 +198,7 @@ export function gatherLogProbsOnDevice(
   vocab: number,
 ): Float32Array {
   if (backend() !== 'native-cuda') {
-    throw cudaFailure(`the current backend is '${backend()}'`);
+    throw cudaFailure(`the current backend is '${backend()}'; call setBackend('native-cuda') first`);
   }
   return nativeAddon()!.gatherLogProbs(logits, targets, rows, vocab);
 }
