@@ -47,7 +47,8 @@ function common(cmd: Command, kind: 'rollout' | 'eval'): Command {
     .option('--threads <n>', 'ONNX Runtime intra-op threads (default: all cores)', int(1))
     .option('--quiet', 'no progress bars or messages on stderr')
     .option('--json', 'print summary.json (eval: the eval table) to stdout');
-  addPipelineOptions(cmd, kind === 'eval' ? { groupSize: 1, temperature: 0, memoryReward: false } : {});
+  // Evaluation runs longer than training rollouts (notes 0x05: 8 turns in training, up to 64 in evaluation).
+  addPipelineOptions(cmd, kind === 'eval' ? { groupSize: 1, temperature: 0, memoryReward: false, maxTurns: 16, maxResponseTokens: 4096 } : {});
   return cmd;
 }
 

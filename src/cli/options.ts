@@ -41,6 +41,8 @@ export function orNull(v: unknown): unknown {
 
 export interface CommandDefaults {
   groupSize?: number;
+  maxTurns?: number;
+  maxResponseTokens?: number;
   temperature?: number;
   memoryReward?: boolean;
 }
@@ -58,8 +60,8 @@ export function addPipelineOptions(cmd: Command, defaults: CommandDefaults = {})
   };
   // Rollout (SPEC §1-§2)
   add('-n, --group-size <n>', 'trajectories per question (group, shared uid)', int(1), defaults.groupSize ?? r.groupSize);
-  add('--max-turns <n>', 'most rounds per trajectory', int(1), r.maxTurns);
-  add('--max-response-tokens <n>', 'response token budget (generated + observation tokens)', int(1), r.maxResponseTokens);
+  add('--max-turns <n>', 'most rounds per trajectory', int(1), defaults.maxTurns ?? r.maxTurns);
+  add('--max-response-tokens <n>', 'response token budget (generated + observation tokens)', int(1), defaults.maxResponseTokens ?? r.maxResponseTokens);
   add('--max-round-tokens <n>', 'most new tokens in one round', int(1), r.maxRoundTokens);
   add('--context <policy>', "context policy: 'full' (prompt + everything so far) or 'memory' (prepare_prompt window)", undefined, r.context, ['full', 'memory']);
   add('--questions-per-batch <n>', 'questions rolled out and scored together (one scorer call per batch)', int(1), r.questionsPerBatch);
