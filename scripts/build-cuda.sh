@@ -12,6 +12,8 @@
 #                                      # needed. MEMPO_EMU_SANITIZE=1 adds ASan/UBSan.
 #   MEMPO_CUDA_ARCHS="80-real;90-real;90-virtual" scripts/build-cuda.sh   # other architectures
 #   MEMPO_SKIP_EMU=1 scripts/build-cuda.sh   # skip the CPU emulation of the kernels (~25 s)
+#   MEMPO_CMAKE_JS=0 scripts/build-cuda.sh   # plain cmake instead of cmake-js (also the fallback
+#                                            # when cmake-js is not installed)
 #
 # After a CUDA build it runs native/cuda/emu/run.sh: the kernels under a CPU emulation of the
 # CUDA execution model, compared with native/cpu (the only kernel check possible without a GPU).
@@ -31,7 +33,7 @@ for arg in "$@"; do
     --cpu) cuda=OFF; out=build-cuda-cpu ;;
     --emulate) cuda=OFF; emulate=ON; out=build-cuda-emu; [ "${MEMPO_EMU_SANITIZE:-0}" = 1 ] && out=build-cuda-emu-asan ;;
     --install) install=1 ;;
-    -h|--help) sed -n "2,19p" "$0"; exit 0 ;;
+    -h|--help) sed -n "2,21p" "$0"; exit 0 ;;
     *) echo "build-cuda.sh: unknown argument $arg" >&2; exit 2 ;;
   esac
 done
@@ -75,11 +77,22 @@ export npm_config_nodedir
 mkdir -p "$out"
 printf '*\n' >"$out/.gitignore"  # keep build output out of git without touching the root .gitignore
 
-args=(compile --out "$out" --CDMEMPO_CUDA="$cuda" --CDMEMPO_CUDA_EMULATION="$emulate"
-      --CDMEMPO_EMU_SANITIZE="${MEMPO_EMU_SANITIZE:-0}")
-if [ -n "${MEMPO_CUDA_ARCHS:-}" ]; then args+=(--CDCMAKE_CUDA_ARCHITECTURES="$MEMPO_CUDA_ARCHS"); fi
-if [ -n "${MEMPO_BUILD_JOBS:-}" ]; then args+=(--parallel "$MEMPO_BUILD_JOBS"); fi
-node "$root/node_modules/cmake-js/bin/cmake-js" "${args[@]}"
+defs=(-DMEMPO_CUDA="$cuda" -DMEMPO_CUDA_EMULATION="$emulate" -DMEMPO_EMU_SANITIZE="${MEMPO_EMU_SANITIZE:-0}")
+if [ -n "${MEMPO_CUDA_ARCHS:-}" ]; then defs+=(-DCMAKE_CUDA_ARCHITECTURES="$MEMPO_CUDA_ARCHS"); fi
+if [ -f "$root/node_modules/cmake-js/bin/cmake-js" ] && [ "${MEMPO_CMAKE_JS:-1}" != 0 ]; then
+  args=(compile --out "$out")
+  for d in "${defs[@]}"; do args+=(--CD"${d#-D}"); done
+  if [ -n "${MEMPO_BUILD_JOBS:-}" ]; then args+=(--parallel "$MEMPO_BUILD_JOBS"); fi
+  node "$root/node_modules/cmake-js/bin/cmake-js" "${args[@]}"
+else
+  # No cmake-js (e.g. a GPU machine given only node-addon-api and node-api-headers): plain CMake,
+  # same CMakeLists.txt, same output path.
+  echo "build-cuda.sh: building with plain cmake (cmake-js not installed, or MEMPO_CMAKE_JS=0)"
+  gen=()
+  command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
+  cmake -S "$root" -B "$out" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_LIBRARY_OUTPUT_DIRECTORY="$root/$out/Release" "${defs[@]}"
+  cmake --build "$out" --parallel "${MEMPO_BUILD_JOBS:-$(nproc)}"
+fi
 
 node_file="$out/Release/mempo.node"
 [ -f "$node_file" ] || { echo "build-cuda.sh: $node_file was not produced" >&2; exit 1; }

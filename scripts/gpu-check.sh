@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On a machine with an NVIDIA GPU (driver + nvcc; node_modules already installed): build the
+# On a machine with an NVIDIA GPU (driver + nvcc + cmake; node_modules installed): build the
 # CUDA addon, run the CUDA/CPU/JS parity tests (test/cuda-parity.test.ts, where a skip is a
 # failure here) and the CUDA vs CPU vs JS benchmark (bench/cuda.mjs). Budget: about 5 minutes
 # (each step has its own timeout). Exit status non-zero on any failure.
@@ -32,10 +32,11 @@ else
   echo "gpu-check: nvidia-smi not found; is there an NVIDIA driver?" >&2
 fi
 node --version
-[ -d node_modules/cmake-js ] && [ -d node_modules/jest ] || {
-  echo "gpu-check: node_modules is missing or incomplete; run npm ci first" >&2
-  exit 1
-}
+# Needed: node-addon-api + node-api-headers (build; cmake-js optional, plain cmake otherwise),
+# jest + ts-jest + typescript (parity test, dist/ for the benchmark).
+for m in node-addon-api node-api-headers jest ts-jest typescript; do
+  [ -d "node_modules/$m" ] || { echo "gpu-check: node_modules/$m is missing; run npm ci first" >&2; exit 1; }
+done
 
 step "build the CUDA addon (scripts/build-cuda.sh)"
 # The CPU emulation is for machines without a GPU; here the real device is tested below.
