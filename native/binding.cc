@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "alloc.h"
 #include "cpu/kernels.h"
 #ifdef MEMPO_WITH_CUDA
 #include "cuda/cuda_kernels.h"
@@ -321,14 +322,14 @@ Value GrpoOutcomeAdvantage(const CallbackInfo& info) {
     const GroupArgs g = group_args(info, rows);
 #ifdef MEMPO_WITH_CUDA
     if (use_cuda()) {
-      auto out = Napi::Float32Array::New(info.Env(), rows * cols);
+      auto out = mempo::new_zeroed_float32(info.Env(), size_t(rows * cols));
       mempo::cuda::outcome_advantage(scores.Data(), g.groups.Data(), rows, g.group_count, g.eps, g.norm_by_std,
                                      mask.Data(), cols, out.Data());
       return out;
     }
 #endif
     std::vector<double> adv = normalized(scores, g, rows);
-    auto out = Napi::Float32Array::New(info.Env(), rows * cols);
+    auto out = mempo::new_zeroed_float32(info.Env(), size_t(rows * cols));
     mempo::broadcast_rows(adv.data(), mask.Data(), rows, cols, out.Data());
     return out;
   });
@@ -364,14 +365,14 @@ Value MemoryAdvantage(const CallbackInfo& info) {
     const GroupArgs g = group_args(info, m);
 #ifdef MEMPO_WITH_CUDA
     if (use_cuda()) {
-      auto out = Napi::Float32Array::New(info.Env(), rows * cols);
+      auto out = mempo::new_zeroed_float32(info.Env(), size_t(rows * cols));
       mempo::cuda::memory_advantage(rewards.Data(), g.groups.Data(), m, g.group_count, g.eps, g.norm_by_std,
                                     spans.Data(), rows, cols, out.Data());
       return out;
     }
 #endif
     std::vector<double> adv = normalized(rewards, g, m);
-    auto out = Napi::Float32Array::New(info.Env(), rows * cols);
+    auto out = mempo::new_zeroed_float32(info.Env(), size_t(rows * cols));
     mempo::write_spans(adv.data(), spans.Data(), m, rows, cols, out.Data());
     return out;
   });
@@ -395,7 +396,7 @@ Value PpoPolicyLoss(const CallbackInfo& info) {
     if (agg < 0 || agg > 2) range_error(env, "0, 1 or 2", "aggMode", std::to_string(agg));
     if (kl_type < 0 || kl_type > 3) range_error(env, "0, 1, 2 or 3", "klType", std::to_string(kl_type));
     if (ref.IsEmpty()) kl_type = 0;
-    auto grad = Napi::Float32Array::New(env, n);
+    auto grad = mempo::new_zeroed_float32(env, size_t(n));
 #ifdef MEMPO_WITH_CUDA
     const auto kernel = use_cuda() ? &mempo::cuda::ppo_policy_loss : &mempo::ppo_policy_loss;
 #else

@@ -5,6 +5,7 @@
 
 #include "kernels.h"
 #include "parallel.h"
+#include "simd.h"
 
 namespace mempo {
 
@@ -32,14 +33,47 @@ void group_normalize(const double* values, const int32_t* groups, int64_t n, int
   }
 }
 
+namespace {
+
+void broadcast_row_scalar(float v, const uint8_t* m, float* o, int64_t cols) {
+  for (int64_t c = 0; c < cols; ++c) o[c] = m[c] != 0 ? v : 0.0f;
+}
+
+#if MEMPO_X86
+// Streaming stores: the [B, T] result is far larger than the caches and is not read back here,
+// so writing around the cache saves the read-for-ownership traffic.
+MEMPO_AVX2_TARGET void broadcast_row_avx2(float v, const uint8_t* m, float* o, int64_t cols) {
+  int64_t c = 0;
+  for (; c < cols && (reinterpret_cast<uintptr_t>(o + c) & 31) != 0; ++c) o[c] = m[c] != 0 ? v : 0.0f;
+  const __m256 vv = _mm256_set1_ps(v);
+  const __m256i zero = _mm256_setzero_si256();
+  for (; c + 8 <= cols; c += 8) {
+    const __m128i mb = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m + c));
+    const __m256i is_zero = _mm256_cmpeq_epi32(_mm256_cvtepu8_epi32(mb), zero);
+    _mm256_stream_ps(o + c, _mm256_andnot_ps(_mm256_castsi256_ps(is_zero), vv));
+  }
+  for (; c < cols; ++c) o[c] = m[c] != 0 ? v : 0.0f;
+}
+#endif
+
+}  // namespace
+
 void broadcast_rows(const double* row_values, const uint8_t* mask, int64_t rows, int64_t cols, float* out) {
+  const bool avx2 = cpu_has_avx2();
   parallel_for(rows, std::max<int64_t>(1, (int64_t{1} << 16) / cols), [&](int64_t r0, int64_t r1, int) {
     for (int64_t r = r0; r < r1; ++r) {
       const float v = static_cast<float>(row_values[r]);
-      const uint8_t* m = mask + r * cols;
-      float* o = out + r * cols;
-      for (int64_t c = 0; c < cols; ++c) o[c] = m[c] != 0 ? v : 0.0f;  // vectorised by the compiler
+#if MEMPO_X86
+      if (avx2) {
+        broadcast_row_avx2(v, mask + r * cols, out + r * cols, cols);
+        continue;
+      }
+#endif
+      broadcast_row_scalar(v, mask + r * cols, out + r * cols, cols);
     }
+#if MEMPO_X86
+    if (avx2) _mm_sfence();
+#endif
   });
 }
 
