@@ -95,10 +95,12 @@ async function phase(name) {
       for (let s = 0; s < N; s++) {
         let stream = [...prompt];
         for (let r = 1; r <= rounds + 1; r++) {
-          const round = [tk.tokenId('<mem>'), ...ids(rand, 24), tk.tokenId('</mem>'), tk.tokenId('<think>'), ...ids(rand, 20), tk.tokenId('</think>')];
+          const memSpan = [tk.tokenId('<mem>'), ...ids(rand, 24), tk.tokenId('</mem>')];
+          const round = [...memSpan, tk.tokenId('<think>'), ...ids(rand, 20), tk.tokenId('</think>')];
           if (r >= 2) {
+            // SPEC §2: fullContext = everything before round r; memContext = prompt + round r up to </mem>.
             full.push({ contextIds: stream.slice(), targetIds: target });
-            mem.push({ contextIds: [...prompt, ...round], targetIds: target });
+            mem.push({ contextIds: [...prompt, ...memSpan], targetIds: target });
           }
           const obs = [tk.tokenId('<information>'), ...ids(rand, 110), tk.tokenId('</information>')];
           stream = [...stream, ...round, tk.tokenId('<search>'), ...ids(rand, 8), tk.tokenId('</search>'), ...obs];
