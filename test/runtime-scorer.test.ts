@@ -141,6 +141,39 @@ describe('scoreTargets on the embedded model', () => {
     for (let i = 0; i < batch.length; i++) expect(maxAbsDiff(split[i]!, shared[i]!)).toBeLessThan(1e-4);
   });
 
+  it('scores contexts sharing only a prompt with a host from the cached prompt, exactly', async () => {
+    // MemPO memory contexts: the question prompt + a round's <mem> span; the full contexts of
+    // the same question (a chain, so a host) start with the same prompt.
+    const prompt = randomIds(40, 51);
+    const traj = [...prompt, ...randomIds(120, 52)];
+    const target = [9, 600, 601, 10];
+    const batch = [
+      { contextIds: traj.slice(0, 100), targetIds: target },
+      { contextIds: traj, targetIds: target },
+      { contextIds: [...prompt, 3, ...randomIds(20, 53), 4], targetIds: target },
+      { contextIds: [...prompt, 3, ...randomIds(25, 54), 4], targetIds: target },
+      { contextIds: [...prompt.slice(0, 10), ...randomIds(30, 55)], targetIds: target },
+      { contextIds: randomIds(30, 56), targetIds: target },
+    ];
+    const got = await model.scoreTargets(batch);
+    let stats = model.lastScoreStats!;
+    // traj.slice(0, 100) by exact prefix, the two memory contexts by their 40-token prompt; the
+    // item sharing 10 tokens and the unrelated one run on their own.
+    expect(stats.sharedItems).toBe(3);
+    expect(stats.tokens).toBe(160 + 4 + 40 + 4 + 30 + 4);
+    // A tail runs the context after the shared prefix and the target but its last token.
+    expect(stats.tailTokens).toBe(4 + (22 + 3) + (27 + 3));
+    for (let i = 0; i < batch.length; i++) {
+      const ref = await referenceLogprobs(model, batch[i]!.contextIds, batch[i]!.targetIds);
+      expect(maxAbsDiff(got[i]!, ref)).toBeLessThan(1e-4);
+    }
+    await model.scoreTargets(batch, { minSharedPrefix: 5, padding: 'left' });
+    stats = model.lastScoreStats!;
+    expect(stats.sharedItems).toBe(4);
+    await model.scoreTargets(batch, { minSharedPrefix: Infinity });
+    expect(model.lastScoreStats!.sharedItems).toBe(1);
+  });
+
   it('keeps the oldest context tokens out only when truncate is left', async () => {
     const V = model.config.maxPositions;
     const context = randomIds(V, 7);

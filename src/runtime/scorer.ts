@@ -23,7 +23,7 @@ import { MempoRuntimeError, invalidArgument } from './errors';
 import type { GatherFn } from './gather';
 import { KVCache } from './kv-cache';
 import { getOrt, type OrtTensor } from './ort';
-import { findPrefixChains } from './prefix';
+import { findSharing, type PrefixMember } from './prefix';
 import { checkTokenIds } from './validate';
 
 export interface ScoreItem {
@@ -48,6 +48,13 @@ export interface ScoreOptions {
    * context again. Default true; needs a model that takes position_ids.
    */
   sharePrefixes?: boolean;
+  /**
+   * With prefix sharing, an item that is not a prefix of another context still joins the host
+   * with which it shares the longest prefix when that prefix has at least this many tokens
+   * (MemPO memory contexts share the prompt with the full contexts). Default 16; Infinity
+   * turns this off.
+   */
+  minSharedPrefix?: number;
 }
 
 export interface ScoreStats {
@@ -94,6 +101,8 @@ export async function scoreTargets(model: CausalLM, items: readonly ScoreItem[],
   if (typeof gather !== 'function') throw invalidArgument('a function', 'options.gather', gather);
   const sharePrefixes = options.sharePrefixes ?? true;
   if (typeof sharePrefixes !== 'boolean') throw invalidArgument('a boolean', 'options.sharePrefixes', sharePrefixes);
+  const minShared = options.minSharedPrefix ?? 16;
+  if (typeof minShared !== 'number' || !(minShared >= 1)) throw invalidArgument('a number >= 1', 'options.minSharedPrefix', minShared);
 
   const prepared: Prepared[] = items.map((item, index) => {
     if (item === null || typeof item !== 'object') throw invalidArgument('{ contextIds, targetIds }', `items[${index}]`, item);
@@ -119,9 +128,9 @@ export async function scoreTargets(model: CausalLM, items: readonly ScoreItem[],
   });
 
   const results: Float32Array[] = new Array(items.length);
-  const chains = sharePrefixes && model.io.hasPositionIds ? findPrefixChains(prepared) : new Map<number, number[]>();
+  const chains = sharePrefixes && model.io.hasPositionIds ? findSharing(prepared, minShared) : new Map<number, PrefixMember[]>();
   const isMember = new Uint8Array(prepared.length);
-  for (const members of chains.values()) for (const m of members) isMember[m] = 1;
+  for (const members of chains.values()) for (const m of members) isMember[m.pos] = 1;
   const order = prepared.filter((_, pos) => !isMember[pos]).sort((a, b) => b.length - a.length || a.index - b.index);
   const budget = Math.max(1, Math.min(maxBatchTokens, Math.floor(maxLogitsBytes / (V * 4))));
   const stats: ScoreStats = { items: items.length, microBatches: 0, tokens: 0, paddedTokens: 0, targetTokens: 0, sharedItems: 0, tailTokens: 0 };
@@ -132,9 +141,12 @@ export async function scoreTargets(model: CausalLM, items: readonly ScoreItem[],
     let j = i + 1;
     while (j < order.length && (j - i + 1) * L <= budget) j++;
     const batch = order.slice(i, j);
-    const members: { item: Prepared; hostRow: number }[] = [];
+    const members: TailRow[] = [];
     batch.forEach((host, row) => {
-      for (const m of chains.get(host.index) ?? []) members.push({ item: prepared[m]!, hostRow: row });
+      for (const m of chains.get(host.index) ?? []) {
+        const item = prepared[m.pos]!;
+        members.push({ item, hostRow: row, past: Math.min(m.shared, item.context.length - 1) });
+      }
     });
     const run = await runMicroBatch(model, batch, L, padding, gather, results, members.length > 0);
     stats.microBatches++;
@@ -203,17 +215,25 @@ async function runMicroBatch(
   return { present: out.present, offsets };
 }
 
+interface TailRow {
+  item: Prepared;
+  hostRow: number;
+  /** Cached positions taken from the host (at most context - 1). */
+  past: number;
+}
+
 /**
- * Scores members from their hosts' cache: row m gets the first p = context - 1 cached positions
- * of its host row (right-aligned in a [rows, heads, pMax, headDim] past, masked on the left) and
- * runs [context[p], target[0 .. t-2]] at positions p, p+1, ...; its logits rows 0..t-1 are the
- * target log-probs. Tail passes are packed longest past first under the same token budget.
+ * Scores members from their hosts' cache: row m gets the first p cached positions of its host
+ * row (right-aligned in a [rows, heads, pMax, headDim] past, masked on the left) and runs the
+ * rest of its sequence, context[p ..] + target[0 .. t-2], at positions p, p+1, ...; the logits
+ * rows from its last context token on are its target log-probs. Tail passes are packed longest
+ * past first under the same token budget as the full passes.
  */
 async function runTails(
   model: CausalLM,
   present: KVCache,
   hostOffsets: Int32Array,
-  members: { item: Prepared; hostRow: number }[],
+  members: TailRow[],
   budget: number,
   gather: GatherFn,
   results: Float32Array[],
@@ -224,29 +244,27 @@ async function runTails(
   const Lh = present.length;
   const padId = BigInt(model.padTokenId);
   const ort = getOrt();
-  const sorted = members.slice().sort((a, b) => b.item.context.length - a.item.context.length || a.item.index - b.item.index);
+  const tailLen = (r: TailRow) => r.item.length - 1 - r.past;
+  const sorted = members.slice().sort((a, b) => b.past - a.past || a.item.index - b.item.index);
   let passes = 0;
   let tokens = 0;
   let padded = 0;
   let i = 0;
   while (i < sorted.length) {
-    const pMax = sorted[i]!.item.context.length - 1;
-    let T = sorted[i]!.item.target.length;
+    const pMax = sorted[i]!.past;
+    let T = tailLen(sorted[i]!);
     let j = i + 1;
     while (j < sorted.length) {
-      const t2 = Math.max(T, sorted[j]!.item.target.length);
+      const t2 = Math.max(T, tailLen(sorted[j]!));
       if ((j - i + 1) * (pMax + t2) > budget) break;
       T = t2;
       j++;
     }
     const rows = sorted.slice(i, j);
     const bm = rows.length;
-    const keys: OrtTensor[] = [];
-    const values: OrtTensor[] = [];
     const copyLayer = (src: Float32Array): OrtTensor => {
       const dst = new Float32Array(bm * H * pMax * D);
-      rows.forEach(({ item, hostRow }, m) => {
-        const p = item.context.length - 1;
+      rows.forEach(({ hostRow, past: p }, m) => {
         const off = hostOffsets[hostRow]!;
         for (let h = 0; h < H; h++) {
           const from = ((hostRow * H + h) * Lh + off) * D;
@@ -255,27 +273,29 @@ async function runTails(
       });
       return new ort.Tensor('float32', dst, [bm, H, pMax, D]);
     };
-    for (let l = 0; l < present.keys.length; l++) {
-      keys.push(copyLayer(present.keys[l]!.data as Float32Array));
-      values.push(copyLayer(present.values[l]!.data as Float32Array));
-    }
+    const keys = present.keys.map((t) => copyLayer(t.data as Float32Array));
+    const values = present.values.map((t) => copyLayer(t.data as Float32Array));
     const past = new KVCache(keys, values, bm, pMax, H, D);
     const inputIds = new BigInt64Array(bm * T).fill(padId);
     const positionIds = new BigInt64Array(bm * T);
     const mask = new BigInt64Array(bm * (pMax + T));
-    rows.forEach(({ item }, m) => {
-      const p = item.context.length - 1;
-      const t = item.target.length;
-      inputIds[m * T] = BigInt(item.context[p]!);
-      for (let k = 1; k < t; k++) inputIds[m * T + k] = BigInt(item.target[k - 1]!);
+    rows.forEach((row, m) => {
+      const { item, past: p } = row;
+      const n = tailLen(row);
+      const c = item.context.length;
+      for (let k = 0; k < n; k++) {
+        const at = p + k;
+        inputIds[m * T + k] = BigInt(at < c ? item.context[at]! : item.target[at - c]!);
+      }
       for (let k = 0; k < T; k++) positionIds[m * T + k] = BigInt(p + k);
-      mask.fill(1n, m * (pMax + T) + pMax - p, m * (pMax + T) + pMax + t);
-      tokens += t;
+      mask.fill(1n, m * (pMax + T) + pMax - p, m * (pMax + T) + pMax + n);
+      tokens += n;
     });
     const out = await model.forward({ inputIds, batch: bm, seqLen: T, attentionMask: mask, positionIds, past, fetchPresent: false });
-    rows.forEach(({ item }, m) => {
+    rows.forEach(({ item, past: p }, m) => {
       const t = item.target.length;
-      results[item.index] = gather(out.logits.subarray(m * T * V, (m * T + t) * V), item.target, t, V);
+      const first = m * T + (item.context.length - 1 - p);
+      results[item.index] = gather(out.logits.subarray(first * V, (first + t) * V), item.target, t, V);
     });
     passes++;
     padded += bm * T;
