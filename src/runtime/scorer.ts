@@ -45,7 +45,9 @@ export interface ScoreOptions {
   /**
    * Score an item whose context is a prefix of another item's context from that item's cache
    * (a slice of its keys/values plus a pass over the target only) instead of running its
-   * context again. Default true; needs a model that takes position_ids.
+   * context again. Default true; needs a model that takes position_ids. Costs memory: a
+   * micro-batch holding hosts also fetches its `present.*` cache (its padded tokens × layers ×
+   * 2 × kv heads × head_dim floats), and each tail pass copies the slices it uses.
    */
   sharePrefixes?: boolean;
   /**
