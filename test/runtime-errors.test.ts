@@ -1,7 +1,7 @@
 /**
  * @jest-environment ./test/runtime-environment.js
  */
-import { rmSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { backend } from '../src/backend';
 import { CausalLM, MempoRuntimeError, Tokenizer } from '../src/runtime';
@@ -71,6 +71,25 @@ describe('model directories the runtime cannot use', () => {
     const [r] = await bare.generate([[1, 2]], { maxNewTokens: 2, seed: 1 });
     expect(r!.text).toBeUndefined();
     await bare.dispose();
+  });
+
+  it('says when the tokenizer has no chat template, and reads chat_template.jinja', async () => {
+    const d = copy({ omit: ['tokenizer_config.json'] });
+    const cfg = JSON.parse(readFileSync(join(MODEL_DIR, 'tokenizer_config.json'), 'utf8')) as Record<string, unknown>;
+    const template = cfg['chat_template'] as string;
+    delete cfg['chat_template'];
+    writeFileSync(join(d, 'tokenizer_config.json'), JSON.stringify(cfg));
+    const bare = await Tokenizer.load(d);
+    expect(() => bare.renderChat([{ role: 'user', content: 'Q' }])).toThrow(
+      `The tokenizer in ${d} has no chat_template (tokenizer_config.json or chat_template.jinja)`,
+    );
+    expect(bare.renderChat([{ role: 'user', content: 'Q' }], { chatTemplate: template })).toContain('Q');
+    writeFileSync(join(d, 'chat_template.jinja'), template);
+    const withFile = await Tokenizer.load(d);
+    expect(withFile.renderChat([{ role: 'user', content: 'Q' }])).toBe(model.tokenizer!.renderChat([{ role: 'user', content: 'Q' }]));
+    expect(() => withFile.renderChat([{ role: 'user' } as never])).toThrow(
+      'Expected { role: string, content: string } for messages[0] but received a value of type object',
+    );
   });
 
   it('lists the inputs and outputs the model lacks for the layers config.json declares', async () => {
