@@ -181,6 +181,17 @@ describe('CausalLM.generate on the embedded model', () => {
     for (let i = 0; i < ps.length; i++) expect(maxAbsDiff(b[i]!.logprobs, a[i]!.logprobs)).toBeLessThan(1e-4);
   });
 
+  it('reports each sequence as soon as it finishes', async () => {
+    const ps = prompts();
+    const seen: [number, number][] = [];
+    const res = await model.generate(
+      ps.map((ids, i) => ({ ids, maxNewTokens: 8 - 2 * i })),
+      { maxNewTokens: 8, seed: 1, eosTokenIds: [], onResult: (i, r) => seen.push([i, r.tokenIds.length]) },
+    );
+    expect(seen).toEqual([[3, 2], [2, 4], [1, 6], [0, 8]]);
+    expect(res.map((r) => r.tokenIds.length)).toEqual([8, 6, 4, 2]);
+  });
+
   it('returns an empty result for a zero token budget without running the model', async () => {
     const [p] = prompts();
     const res = await model.generate([{ ids: p!, maxNewTokens: 0 }], { maxNewTokens: 5 });

@@ -50,6 +50,12 @@ export interface GenerateOptions {
    * and the number of tokens generated so far.
    */
   logitsProcessor?: (row: Float32Array, promptIndex: number, generated: readonly number[]) => void;
+  /**
+   * Called as soon as a sequence finishes, between decode steps, with its prompt index and
+   * result (the same object the returned array holds), so a caller can start tool calls or
+   * scoring while the other sequences keep generating.
+   */
+  onResult?: (promptIndex: number, result: GenerationResult) => void;
 }
 
 export type FinishReason = 'stop' | 'eos' | 'length' | 'context';
@@ -130,6 +136,8 @@ export async function generate(model: CausalLM, prompts: readonly PromptInput[],
   const decode = (options.decode ?? true) && model.tokenizer !== undefined;
   const processor = options.logitsProcessor;
   if (processor !== undefined && typeof processor !== 'function') throw invalidArgument('a function', 'options.logitsProcessor', processor);
+  const onResult = options.onResult;
+  if (onResult !== undefined && typeof onResult !== 'function') throw invalidArgument('a function', 'options.onResult', onResult);
 
   const seqs: Seq[] = prompts.map((p, index) => {
     const isObj = p !== null && typeof p === 'object' && !Array.isArray(p) && !ArrayBuffer.isView(p) && 'ids' in p;
@@ -158,6 +166,7 @@ export async function generate(model: CausalLM, prompts: readonly PromptInput[],
     if (decode) r.text = model.tokenizer!.decode(s.out);
     results[s.index] = r;
     stats.generatedTokens += s.out.length;
+    if (onResult !== undefined) onResult(s.index, r);
   };
 
   const pending: Seq[] = [];
