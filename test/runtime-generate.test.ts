@@ -181,6 +181,29 @@ describe('CausalLM.generate on the embedded model', () => {
     for (let i = 0; i < ps.length; i++) expect(maxAbsDiff(b[i]!.logprobs, a[i]!.logprobs)).toBeLessThan(1e-4);
   });
 
+  it('prefills identical prompts once and samples each copy on its own', async () => {
+    const [p] = prompts();
+    const group = Array.from({ length: 16 }, () => p!);
+    const res = await model.generate(group, { maxNewTokens: 5, seed: 12, eosTokenIds: [] });
+    expect(model.lastGenerationStats!.prefillTokens).toBe(p!.length);
+    expect(new Set(res.map((r) => r.tokenIds.join(','))).size).toBeGreaterThan(1);
+    for (const i of [0, 7, 15]) {
+      const ref = await referenceLogprobs(model, p!, res[i]!.tokenIds);
+      expect(maxAbsDiff(res[i]!.logprobs, ref)).toBeLessThan(1e-4);
+    }
+    // A processor changing the shared first row for one copy leaves the others alone.
+    const forced = await model.generate(group, {
+      maxNewTokens: 5,
+      seed: 12,
+      eosTokenIds: [],
+      logitsProcessor: (row, i, generated) => {
+        if (i === 0 && generated.length === 0) row[777] = 1e4;
+      },
+    });
+    expect(forced[0]!.tokenIds[0]).toBe(777);
+    expect(forced.slice(1).map((r) => r.tokenIds)).toEqual(res.slice(1).map((r) => r.tokenIds));
+  });
+
   it('reports each sequence as soon as it finishes', async () => {
     const ps = prompts();
     const seen: [number, number][] = [];

@@ -1,6 +1,7 @@
 /**
  * Batched sampling with a KV cache. All prompts of a wave (up to `maxBatchSize`) are left-padded
- * to a common length and prefilled together (in chunks that bound the logits tensor), then decoded
+ * to a common length and prefilled together (in chunks that bound the logits tensor; identical
+ * prompts, such as the samples of one group, only once, their cache rows copied), then decoded
  * one token per step for every live sequence. Sampling and stop checks read only the last
  * position's logits row of each sequence, as a view. A sequence that finishes leaves the batch at
  * once: the cache is compacted (one copy, only on steps where a sequence finished), and columns
@@ -208,19 +209,36 @@ async function runWave(
   const P = wave.reduce((m, s) => Math.max(m, s.prompt.length), 0);
   for (const s of wave) s.pad = P - s.prompt.length;
 
+  // Identical prompts (the samples of a group) are prefilled once; their cache rows are
+  // duplicated afterwards.
+  const uniq: Seq[] = [];
+  const rowOf: number[] = [];
+  const seen = new Map<string, number>();
+  for (const s of wave) {
+    const key = Array.prototype.join.call(s.prompt, ',');
+    let u = seen.get(key);
+    if (u === undefined) {
+      u = uniq.length;
+      seen.set(key, u);
+      uniq.push(s);
+    }
+    rowOf.push(u);
+  }
+  const bu = uniq.length;
+
   // Prefill in column chunks so that one call's logits stay under maxLogitsBytes.
-  const chunk = Math.max(1, Math.min(P, Math.floor(maxLogitsBytes / (b * V * 4))));
-  let cache: KVCache = model.emptyCache(b);
+  const chunk = Math.max(1, Math.min(P, Math.floor(maxLogitsBytes / (bu * V * 4))));
+  let cache: KVCache = model.emptyCache(bu);
   let logits: Float32Array = new Float32Array(0);
   let lastCols = 0;
   for (let c0 = 0; c0 < P; c0 += chunk) {
     const c1 = Math.min(P, c0 + chunk);
     const n = c1 - c0;
-    const inputIds = new BigInt64Array(b * n);
-    const positionIds = new BigInt64Array(b * n);
-    const mask = new BigInt64Array(b * c1);
-    for (let r = 0; r < b; r++) {
-      const s = wave[r]!;
+    const inputIds = new BigInt64Array(bu * n);
+    const positionIds = new BigInt64Array(bu * n);
+    const mask = new BigInt64Array(bu * c1);
+    for (let r = 0; r < bu; r++) {
+      const s = uniq[r]!;
       for (let c = c0; c < c1; c++) {
         const k = c - s.pad;
         inputIds[r * n + (c - c0)] = k >= 0 ? BigInt(s.prompt[k]!) : padId;
@@ -228,23 +246,32 @@ async function runWave(
       }
       mask.fill(1n, r * c1 + Math.min(s.pad, c1), (r + 1) * c1);
     }
-    const out = await model.forward({ inputIds, batch: b, seqLen: n, attentionMask: mask, positionIds, past: cache });
+    const out = await model.forward({ inputIds, batch: bu, seqLen: n, attentionMask: mask, positionIds, past: cache });
     cache = out.present!;
     logits = out.logits;
     lastCols = n;
   }
-  stats.prefillTokens += wave.reduce((acc, s) => acc + s.prompt.length, 0);
-  stats.paddedPrefillTokens += b * P;
+  if (bu < b) cache = cache.compact(rowOf, 0);
+  stats.prefillTokens += uniq.reduce((acc, s) => acc + s.prompt.length, 0);
+  stats.paddedPrefillTokens += bu * P;
 
   let live = wave;
   let rowStride = lastCols * V;
   let rowOffset = (lastCols - 1) * V;
+  // Logits row of each live sequence: after the prefill, its unique prompt's row.
+  let logitsRow: readonly number[] = rowOf;
+  const ownRow = processor !== undefined && bu < b ? new Float32Array(V) : undefined;
   for (;;) {
     const keep: number[] = [];
     for (let r = 0; r < b; r++) {
       const s = live[r]!;
-      const row = logits.subarray(r * rowStride + rowOffset, r * rowStride + rowOffset + V);
-      if (processor !== undefined) processor(row, s.index, s.out);
+      const lr = logitsRow[r]!;
+      let row = logits.subarray(lr * rowStride + rowOffset, lr * rowStride + rowOffset + V);
+      if (processor !== undefined) {
+        // A row shared by identical prompts is copied before a processor may modify it.
+        if (ownRow !== undefined && logitsRow === rowOf) row = (ownRow.set(row), ownRow);
+        processor(row, s.index, s.out);
+      }
       const { token, logprob } = sampleRow(row, params, s.rng, scratch);
       s.out.push(token);
       s.lps.push(logprob);
@@ -279,6 +306,17 @@ async function runWave(
     logits = out.logits;
     rowStride = V;
     rowOffset = 0;
+    logitsRow = identity(b);
     stats.decodeSteps++;
   }
+}
+
+const identities: number[][] = [];
+function identity(n: number): readonly number[] {
+  let a = identities[n];
+  if (a === undefined) {
+    a = Array.from({ length: n }, (_, i) => i);
+    identities[n] = a;
+  }
+  return a;
 }
