@@ -206,6 +206,18 @@ describe('CausalLM.generate on the embedded model', () => {
     expect(forced.slice(1).map((r) => r.tokenIds)).toEqual(res.slice(1).map((r) => r.tokenIds));
   });
 
+  it('runs generation and scoring concurrently on one model with the results of running them apart', async () => {
+    const ps = prompts();
+    const items = ps.map((p, i) => ({ contextIds: p, targetIds: [9, 100 + i, 10] }));
+    const opts = { maxNewTokens: 6, seed: 3, eosTokenIds: [] as number[] };
+    const genAlone = await model.generate(ps, opts);
+    const scoreAlone = await model.scoreTargets(items);
+    const [gen, score, gen2] = await Promise.all([model.generate(ps, opts), model.scoreTargets(items), model.generate(ps.slice(1), opts)]);
+    expect(gen.map((r) => r.tokenIds)).toEqual(genAlone.map((r) => r.tokenIds));
+    expect(gen2).toHaveLength(3);
+    for (let i = 0; i < items.length; i++) expect(maxAbsDiff(score[i]!, scoreAlone[i]!)).toBeLessThan(1e-5);
+  });
+
   it('reports each sequence as soon as it finishes', async () => {
     const ps = prompts();
     const seen: [number, number][] = [];
