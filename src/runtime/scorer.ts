@@ -32,7 +32,10 @@ export interface ScoreItem {
 }
 
 export interface ScoreOptions {
-  /** Most padded tokens (rows × longest row) per forward pass. Default 8192. */
+  /**
+   * Most padded tokens (rows × longest row) per forward pass. Default 8192. An item longer than
+   * the budget runs alone (items are never split).
+   */
   maxBatchTokens?: number;
   /** Bound on one forward pass's logits tensor, in bytes (default 256 MiB); lowers the token budget for large vocabularies. */
   maxLogitsBytes?: number;
