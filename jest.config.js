@@ -1,7 +1,8 @@
 // The whole suite runs once per backend: every test file executes under MEMPO_BACKEND=native and
 // again under MEMPO_BACKEND=js (test/setup/backend-*.js), and each checks which one loaded.
 const base = {
-  testEnvironment: 'node',
+  // Shares the main realm's typed arrays with the sandbox (see the file): ORT's outputs pass its own checks.
+  testEnvironment: '<rootDir>/test/runtime-environment.js',
   testMatch: ['<rootDir>/test/**/*.test.ts'],
   transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: '<rootDir>/tsconfig.json', diagnostics: false }] },
 };

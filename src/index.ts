@@ -17,3 +17,25 @@ export type { AnswerProbabilityOptions, MemoryRewards } from './scoring';
 
 export { ppoPolicyLoss, AGG_MODES, KL_TYPES } from './loss';
 export type { PpoPolicyLossInput, PpoPolicyLossResult, AggMode, KlType } from './loss';
+
+export { CausalLM, Tokenizer, KVCache, MempoRuntimeError, createRng } from './runtime';
+export type {
+  LoadOptions,
+  ForwardInput,
+  ForwardOutput,
+  ChatMessage,
+  ChatTemplateOptions,
+  GenerateOptions,
+  GenerationResult,
+  GenerationStats,
+  FinishReason,
+  PromptInput,
+  ScoreItem,
+  ScoreOptions,
+  ScoreStats,
+  SamplingParams,
+  ModelConfig,
+  ModelIO,
+  RuntimeErrorCode,
+  Rng,
+} from './runtime';
