@@ -1,6 +1,9 @@
 // `npm run bench`: each kernel on realistic MemPO shapes, JS twin vs native addon in the same
 // run, plus this machine's single-pass read bandwidth and the share of it native
-// gatherLogProbs reaches. `npm run bench -- --json` prints the same figures as JSON on stdout.
+// gatherLogProbs reaches; then the model runtime (bench/runtime.mjs: batched generation and the
+// 2N scorer on the embedded model, native vs JS gathering, peak RSS), unless --kernels-only.
+// `npm run bench -- --json` prints the same figures as JSON on stdout.
+import { execFileSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
@@ -36,9 +39,13 @@ function readBandwidthGBs() {
   return (n * 4) / best / 1e9;
 }
 
+// Each iteration first yields to the event loop once, as a trainer's step does between calls:
+// that is when the addon's finalizers return dropped [B, T] results to its mapping pool.
+const turn = () => new Promise((resolve) => setImmediate(resolve));
+
 async function measure(fn, time) {
   const bench = new Bench({ time, warmupTime: 0, warmupIterations: 1, iterations: 3 });
-  bench.add('x', fn);
+  bench.add('x', fn, { beforeEach: turn });
   await bench.run();
   const r = bench.tasks[0].result;
   if (!r || r.state !== 'completed') throw new Error(`benchmark task did not complete: ${r?.state} ${r?.error ?? ''}`);
@@ -116,6 +123,18 @@ const kernels = [];
   kernels.push(await compare('ppoPolicyLoss', `B*T=${n} (${rows}x${cols})`, () => mempo.ppoPolicyLoss({ logp, oldLogp, advantages, mask, rows, cols })));
 }
 
+let runtime;
+if (!args.includes('--kernels-only')) {
+  // Its own process (it forks one per phase for clean peak-RSS figures); one ORT thread so that
+  // figures are comparable on a shared 2-core machine.
+  const runtimeArgs = [path.join(root, 'bench', 'runtime.mjs'), '--threads', '1', ...(quick ? ['--quick'] : [])];
+  log('\nmodel runtime (bench/runtime.mjs):');
+  if (json) runtime = JSON.parse(execFileSync(process.execPath, [...runtimeArgs, '--json'], { encoding: 'utf8', maxBuffer: 1 << 26 }));
+  else execFileSync(process.execPath, runtimeArgs, { stdio: 'inherit' });
+}
+
 if (json) {
-  process.stdout.write(JSON.stringify({ machine, readBandwidthGBs: readBandwidth, kernels }, null, 2) + '\n');
+  const out = { machine, readBandwidthGBs: readBandwidth, kernels };
+  if (runtime) out.runtime = runtime;
+  process.stdout.write(JSON.stringify(out, null, 2) + '\n');
 }

@@ -6,6 +6,7 @@
 #include <napi.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <exception>
@@ -322,14 +323,14 @@ Value GrpoOutcomeAdvantage(const CallbackInfo& info) {
     const GroupArgs g = group_args(info, rows);
 #ifdef MEMPO_WITH_CUDA
     if (use_cuda()) {
-      auto out = mempo::new_zeroed_float32(info.Env(), size_t(rows * cols));
+      auto out = mempo::new_float32(info.Env(), size_t(rows * cols), false);
       mempo::cuda::outcome_advantage(scores.Data(), g.groups.Data(), rows, g.group_count, g.eps, g.norm_by_std,
                                      mask.Data(), cols, out.Data());
       return out;
     }
 #endif
     std::vector<double> adv = normalized(scores, g, rows);
-    auto out = mempo::new_zeroed_float32(info.Env(), size_t(rows * cols));
+    auto out = mempo::new_float32(info.Env(), size_t(rows * cols), false);
     mempo::broadcast_rows(adv.data(), mask.Data(), rows, cols, out.Data());
     return out;
   });
@@ -342,9 +343,10 @@ Value MemoryAdvantage(const CallbackInfo& info) {
     auto rewards = typed_arg<double>(info, 0, "memRewards", napi_float64_array, m);
     auto spans = typed_arg<int32_t>(info, 3, "spans", napi_int32_array, 3 * m);
     const int64_t rows = size_arg(info, 4, "rows", false), cols = size_arg(info, 5, "cols", false);
-    // Bounds and overlap: the TS wrapper reports these in detail; here a cheap guard per row.
-    std::vector<std::vector<std::pair<int32_t, int32_t>>> per_row(rows);
+    // Bounds and overlap: the TS wrapper reports these in detail; this is the backstop. Spans in
+    // row-then-start order (as rollouts emit them) are checked in one pass, others after a sort.
     const int32_t* sp = spans.Data();
+    bool ordered = true;
     for (int64_t k = 0; k < m; ++k) {
       const int32_t r = sp[3 * k], s = sp[3 * k + 1], e = sp[3 * k + 2];
       if (r < 0 || r >= rows || s < 0 || e > cols || s >= e) {
@@ -352,28 +354,34 @@ Value MemoryAdvantage(const CallbackInfo& info) {
         range_error(info.Env(), "0 <= row < batch and 0 <= start < end <= seqLen", arg.c_str(),
                     "(" + std::to_string(r) + ", " + std::to_string(s) + ", " + std::to_string(e) + ")");
       }
-      per_row[r].emplace_back(s, e);
+      if (k > 0 && (sp[3 * k - 3] > r || (sp[3 * k - 3] == r && sp[3 * k - 2] > s))) ordered = false;
     }
-    for (auto& row : per_row) {
-      std::sort(row.begin(), row.end());
-      for (size_t j = 1; j < row.size(); ++j) {
-        if (row[j].first < row[j - 1].second) {
-          throw Napi::RangeError::New(info.Env(), "Expected spans that do not overlap within a row for spans");
-        }
+    std::vector<std::array<int32_t, 3>> sorted;
+    if (!ordered) {
+      sorted.resize(size_t(m));
+      for (int64_t k = 0; k < m; ++k) sorted[size_t(k)] = {sp[3 * k], sp[3 * k + 1], sp[3 * k + 2]};
+      std::sort(sorted.begin(), sorted.end());
+    }
+    for (int64_t k = 1; k < m; ++k) {
+      const int32_t* p = ordered ? sp + 3 * (k - 1) : sorted[size_t(k - 1)].data();
+      const int32_t* q = ordered ? sp + 3 * k : sorted[size_t(k)].data();
+      if (p[0] == q[0] && q[1] < p[2]) {
+        throw Napi::RangeError::New(info.Env(), "Expected spans that do not overlap within a row for spans");
       }
     }
     const GroupArgs g = group_args(info, m);
 #ifdef MEMPO_WITH_CUDA
     if (use_cuda()) {
-      auto out = mempo::new_zeroed_float32(info.Env(), size_t(rows * cols));
+      auto out = mempo::new_float32(info.Env(), size_t(rows * cols), false);
       mempo::cuda::memory_advantage(rewards.Data(), g.groups.Data(), m, g.group_count, g.eps, g.norm_by_std,
                                     spans.Data(), rows, cols, out.Data());
       return out;
     }
 #endif
     std::vector<double> adv = normalized(rewards, g, m);
-    auto out = mempo::new_zeroed_float32(info.Env(), size_t(rows * cols));
-    mempo::write_spans(adv.data(), spans.Data(), m, rows, cols, out.Data());
+    bool reused = false;  // pooled memory is zeroed by write_spans' workers, fresh pages are zeros
+    auto out = mempo::new_float32(info.Env(), size_t(rows * cols), false, &reused);
+    mempo::write_spans(adv.data(), spans.Data(), m, rows, cols, reused, out.Data());
     return out;
   });
 }
@@ -396,7 +404,7 @@ Value PpoPolicyLoss(const CallbackInfo& info) {
     if (agg < 0 || agg > 2) range_error(env, "0, 1 or 2", "aggMode", std::to_string(agg));
     if (kl_type < 0 || kl_type > 3) range_error(env, "0, 1, 2 or 3", "klType", std::to_string(kl_type));
     if (ref.IsEmpty()) kl_type = 0;
-    auto grad = mempo::new_zeroed_float32(env, size_t(n));
+    auto grad = mempo::new_float32(env, size_t(n), false);
 #ifdef MEMPO_WITH_CUDA
     const auto kernel = use_cuda() ? &mempo::cuda::ppo_policy_loss : &mempo::ppo_policy_loss;
 #else

@@ -1,6 +1,7 @@
 // Group statistics (tiny: one value per trajectory or snapshot) and the [B, T] writes that
 // dominate the cost of both advantages; the writes are split across threads by rows.
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "kernels.h"
@@ -77,7 +78,8 @@ void broadcast_rows(const double* row_values, const uint8_t* mask, int64_t rows,
   });
 }
 
-void write_spans(const double* values, const int32_t* spans, int64_t m, int64_t rows, int64_t cols, float* out) {
+void write_spans(const double* values, const int32_t* spans, int64_t m, int64_t rows, int64_t cols, bool zero_first,
+                 float* out) {
   // Bucket spans by row so each worker zeroes and fills only its own rows.
   std::vector<int64_t> first(rows + 1, 0), order(m);
   for (int64_t k = 0; k < m; ++k) ++first[spans[3 * k] + 1];
@@ -85,6 +87,7 @@ void write_spans(const double* values, const int32_t* spans, int64_t m, int64_t 
   std::vector<int64_t> fill(first.begin(), first.end() - 1);
   for (int64_t k = 0; k < m; ++k) order[fill[spans[3 * k]]++] = k;
   parallel_for(rows, std::max<int64_t>(1, (int64_t{1} << 16) / cols), [&](int64_t r0, int64_t r1, int) {
+    if (zero_first) std::memset(out + r0 * cols, 0, sizeof(float) * size_t((r1 - r0) * cols));
     for (int64_t r = r0; r < r1; ++r) {
       for (int64_t j = first[r]; j < first[r + 1]; ++j) {
         const int64_t k = order[j];

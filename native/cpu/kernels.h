@@ -23,8 +23,10 @@ void group_normalize(const double* values, const int32_t* groups, int64_t n, int
 // out[r, c] = row_values[r] where mask[r, c] != 0, else 0.
 void broadcast_rows(const double* row_values, const uint8_t* mask, int64_t rows, int64_t cols, float* out);
 
-// out must arrive zeroed (napi_create_arraybuffer zero-fills); then out[row, start:end] = values[m] for each span m = (row, start, end).
-void write_spans(const double* values, const int32_t* spans, int64_t m, int64_t rows, int64_t cols, float* out);
+// out[row, start:end] = values[m] for each span m = (row, start, end), 0 elsewhere: with
+// zero_first the rows are cleared first, else out must arrive zeroed.
+void write_spans(const double* values, const int32_t* spans, int64_t m, int64_t rows, int64_t cols, bool zero_first,
+                 float* out);
 
 struct PpoLossResult {
   double loss, clip_frac, approx_kl, kl;

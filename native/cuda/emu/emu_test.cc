@@ -139,7 +139,7 @@ void test_advantages(uint32_t seed) {
     std::vector<float> so(size_t(B * T), 0.f), sw(size_t(B * T));  // zeroed = the cudaMemsetAsync
     emu::launch(unsigned(std::min<int64_t>(m, 7)), 128, spans_kernel, rn.data(), (const int32_t*)spans.data(), m, T,
                 so.data());
-    mempo::write_spans(rw.data(), spans.data(), m, B, T, sw.data());
+    mempo::write_spans(rw.data(), spans.data(), m, B, T, false, sw.data());
     expect_close("write_spans", so.data(), sw.data(), B * T);
   }
 }
