@@ -14,6 +14,8 @@ What it does (deterministic, seed 1234, CPU, 2 threads, <= 45 minutes on 2 cores
 
 Flags: --steps N, --max-minutes M, --skip-data, --no-export, --tokens-per-step T.
 """
+import os as _os
+_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # the machine is shared: do not spin
 import argparse
 import json
 import math
@@ -42,6 +44,8 @@ from model import Config, TinyLM, param_count  # noqa: E402
 OUT = os.path.join(HERE, "out")
 MODEL_DIR = os.path.join(ROOT, "models", "mempo-tiny")
 ROW = 512
+WORLDS = 12  # training worlds: the shipped one + 11 generated from other seeds
+PER_WORLD = 1100  # oracle trajectories per world
 MIX = {"memory": 0.6, "stream": 0.3, "score": 0.10}  # share of trained tokens per sample kind
 
 
@@ -53,14 +57,16 @@ def log(msg, fh=None):
 
 
 def make_data(skip):
-    train = os.path.join(OUT, "samples-train.jsonl")
+    train = os.path.join(OUT, "samples-train-mix.jsonl")
     dev = os.path.join(OUT, "samples-dev.jsonl")
     if skip and os.path.exists(train) and os.path.exists(dev):
         return train, dev
     os.makedirs(OUT, exist_ok=True)
     if not os.path.exists(os.path.join(ROOT, "dist", "world", "cli.js")):
         subprocess.run(["npx", "tsc", "-p", "tsconfig.build.json"], cwd=ROOT, check=True)
+    # the shipped world's train split + 11 auxiliary worlds (fresh names: forces copying)
     subprocess.run(["node", "dist/world/cli.js", "samples", "--split", "train", "--draws", "1",
+                    "--worlds", str(WORLDS), "--per-world", str(PER_WORLD), "--no-full",
                     "--samples-out", train], cwd=ROOT, check=True)
     subprocess.run(["node", "dist/world/cli.js", "samples", "--split", "dev", "--draws", "1", "--flaw-rate", "0",
                     "--samples-out", dev], cwd=ROOT, check=True)
@@ -132,35 +138,46 @@ def batches(samples, tokens_per_step, rng):
 
 
 def tensorize(rows):
+    """ids, positions, segment ids, targets of generated tokens (tgt) and next-token targets of
+    every other token of the same sample (aux: prompt, context, observations)."""
     T = max(sum(len(s["c"]) + len(s["o"]) for s in r) for r in rows)
     B = len(rows)
     ids = torch.zeros(B, T, dtype=torch.long)
     pos = torch.zeros(B, T, dtype=torch.long)
     seg = torch.full((B, T), -1, dtype=torch.long)
     tgt = torch.full((B, T), -100, dtype=torch.long)
+    aux = torch.full((B, T), -100, dtype=torch.long)
     for b, r in enumerate(rows):
         o = 0
         for j, s in enumerate(r):
-            seq = s["c"] + s["o"]
+            seq = torch.tensor(s["c"] + s["o"])
             n = len(seq)
-            ids[b, o:o + n] = torch.tensor(seq)
+            c = len(s["c"])
+            ids[b, o:o + n] = seq
             pos[b, o:o + n] = torch.arange(n)
             seg[b, o:o + n] = j
-            c = len(s["c"])
-            # position t predicts token t+1: targets are the output tokens (masked ones skipped)
-            t_o = torch.tensor(s["o"])
+            gen = torch.zeros(n, dtype=torch.bool)  # token t is a generated (trained) token
             if "m" in s:
-                t_o = torch.where(torch.tensor(s["m"]) > 0, t_o, torch.full_like(t_o, -100))
-            tgt[b, o + c - 1:o + n - 1] = t_o
+                gen[c:] = torch.tensor(s["m"]) > 0
+            else:
+                gen[c:] = True
+            nxt = seq[1:]
+            # position t predicts token t+1
+            tgt[b, o:o + n - 1] = torch.where(gen[1:], nxt, torch.full_like(nxt, -100))
+            aux[b, o:o + n - 1] = torch.where(~gen[1:], nxt, torch.full_like(nxt, -100))
             o += n
-    return ids, pos, seg, tgt
+    return ids, pos, seg, tgt, aux
 
 
-def loss_fn(lm, ids, pos, seg, tgt):
+def loss_fn(lm, ids, pos, seg, tgt, aux=None, aux_w=0.0):
     h = lm_hidden(lm, ids, pos, seg)
     m = tgt >= 0
-    logits = lm.logits(h[m])
-    return F.cross_entropy(logits, tgt[m]), int(m.sum())
+    main = F.cross_entropy(lm.logits(h[m]), tgt[m])
+    if aux is None or aux_w <= 0:
+        return main, main, int(m.sum())
+    ma = aux >= 0
+    side = F.cross_entropy(lm.logits(h[ma]), aux[ma])
+    return main + aux_w * side, main, int(m.sum())
 
 
 def lm_hidden(lm, ids, pos, seg):
@@ -189,7 +206,7 @@ def dev_check(lm, dev, n, fh):
         xs = xs[:n]
         ok = 0
         for s in xs:
-            ids, pos, seg, tgt = tensorize([[s]])
+            ids, pos, seg, tgt, _ = tensorize([[s]])
             h = lm_hidden(lm, ids, pos, seg)
             m = tgt >= 0
             pred = lm.logits(h[m]).argmax(-1)
@@ -208,6 +225,8 @@ def main():
     ap.add_argument("--tokens-per-step", type=int, default=2048)
     ap.add_argument("--lr", type=float, default=1.5e-3)
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--aux-weight", type=float, default=0.2,
+                    help="weight of the next-token loss on context/observation tokens")
     ap.add_argument("--skip-data", action="store_true")
     ap.add_argument("--no-export", action="store_true")
     ap.add_argument("--dev-n", type=int, default=60)
@@ -262,13 +281,13 @@ def main():
         lr = lr_at(step, time.time() - t_train)
         for g in opt.param_groups:
             g["lr"] = lr
-        ids, pos, seg, tgt = tensorize(bs[step])
-        loss, ntok = loss_fn(lm, ids, pos, seg, tgt)
+        ids, pos, seg, tgt, aux = tensorize(bs[step])
+        loss, main_loss, ntok = loss_fn(lm, ids, pos, seg, tgt, aux, a.aux_weight)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(lm.parameters(), 1.0)
         opt.step()
-        lv = float(loss)
+        lv = float(main_loss)
         ema = lv if ema is None else 0.95 * ema + 0.05 * lv
         curve.append((step, lv))
         el = time.time() - t_train

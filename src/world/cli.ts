@@ -14,6 +14,7 @@
 import * as fs from 'fs';
 import * as path from 'path';
 import { Question } from './questions';
+import { Rng } from './rng';
 import { cachedEncoder, loadTokenizer, trajectorySamples, trajectoryStream } from './samples';
 import {
   DEFAULT_SEED, MAX_POSITIONS, World, buildWorld, oracleTrajectories, tokenizerFiles, worldFiles,
@@ -40,10 +41,20 @@ function generate(seed: number, outDir: string, modelDir: string, withTokenizer:
 }
 
 /** Tokenised per-round training samples for training/train.py (not committed). */
+/**
+ * World k of the training mix: k = 0 is the shipped world; k >= 1 are auxiliary worlds built
+ * from other seeds (fresh fictional names, so the model must copy names from its context
+ * instead of memorising the shipped world). Auxiliary questions that mention a name of the
+ * shipped world's dev/test entities are dropped, so dev/test stay unseen.
+ */
+export const AUX_SEED_STRIDE = 1009;
+
 async function writeSamples(
   seed: number, modelDir: string, out: string, draws: number, split: 'train' | 'dev' | 'test', flawRate: number,
+  worlds = 1, perWorld = 0, withFull = true,
 ): Promise<void> {
-  const w = buildWorld(seed);
+  const main = buildWorld(seed);
+  const held = new Set(main.kb.entities.filter((e) => e.split !== 'train').map((e) => e.name));
   const tok = await loadTokenizer(modelDir);
   const enc = cachedEncoder(tok);
   fs.mkdirSync(path.dirname(out), { recursive: true });
@@ -52,14 +63,24 @@ async function writeSamples(
   let checked = 0;
   let flawed = 0;
   let trajs = 0;
-  for (let d = 0; d < draws; d++) {
-    const ts = oracleTrajectories(w, w.questions[split], seed + 100 + d, flawRate);
+  for (let k = 0; k < worlds; k++) {
+   const w = k === 0 ? main : buildWorld(seed + AUX_SEED_STRIDE * k);
+   let qs = w.questions[split];
+   if (k > 0) {
+     qs = qs.filter((q) => q.chains.every((c) => c.every((h) => !held.has(w.kb.byId.get(h.subject)!.name)
+       && !(w.kb.byId.has(h.object) && held.has(w.kb.byId.get(h.object)!.name)))));
+   }
+   if (perWorld > 0) qs = new Rng(seed + 31 * k).shuffle(qs.slice()).slice(0, perWorld);
+   const byId = new Map(qs.map((q) => [q.id, q]));
+   for (let d = 0; d < draws; d++) {
+    const ts = oracleTrajectories(w, qs, seed + 100 + d + 7 * k, flawRate);
     const lines: string[] = [];
     for (const t of ts) {
       trajs++;
       if (t.flaw) flawed++;
-      const q = w.questions[split][Number(t.qid.split('-')[1])]!;
+      const q = byId.get(t.qid)!;
       for (const s of trajectorySamples(t)) {
+        if (s.policy === 'full' && !withFull) continue;
         const c = enc.encode(s.context);
         const o = enc.encode(s.output);
         if (checked < 300 && (trajs % 37 === 0)) {
@@ -98,6 +119,7 @@ async function writeSamples(
       }));
     }
     fs.writeSync(fd, lines.join('\n') + '\n');
+   }
   }
   fs.closeSync(fd);
   console.log(JSON.stringify({ trajectories: trajs, flawed, checked, stats }));
@@ -167,7 +189,8 @@ function main(): void {
   if (cmd === 'samples') {
     const split = arg('split', 'train') as 'train' | 'dev' | 'test';
     writeSamples(seed, modelDir, arg('samples-out', `training/out/samples-${split}.jsonl`), Number(arg('draws', '1')),
-      split, Number(arg('flaw-rate', '0.3')))
+      split, Number(arg('flaw-rate', '0.3')), Number(arg('worlds', '1')), Number(arg('per-world', '0')),
+      !process.argv.includes('--no-full'))
       .catch((e) => {
         console.error(e);
         process.exit(1);
