@@ -153,10 +153,13 @@ describe('CausalLM.generate on the embedded model', () => {
       maxNewTokens: 8,
       seed: 4,
       logitsProcessor: (row, _i, generated) => {
+        // A trained model may end on its own eos right after the tag: rule that out.
+        for (const id of model.eosTokenIds) if (id !== search) row[id] = -1e4;
         if (generated.length === 2) row[search] = 1e4;
       },
     });
     expect(plain[0]!.finishReason).toBe(model.eosTokenIds.includes(search) ? 'eos' : 'length');
+    expect(plain[0]!.tokenIds.length).toBe(model.eosTokenIds.includes(search) ? 3 : 8);
   });
 
   it('stops at the model maximum length with finish reason context', async () => {
