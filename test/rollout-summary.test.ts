@@ -1,3 +1,4 @@
+import { toTensorBatch } from '../src/rollout/batch';
 /** summary.json and the eval table from batch records; report.html structure. */
 import type { BatchRecord } from '../src/rollout/batch';
 import { evalReport, formatEvalReport, summarize } from '../src/rollout/summary';
@@ -69,4 +70,16 @@ test('renderReport: self-contained, tokens coloured, mem spans outlined, observa
   expect(html).toContain('memory reward <b>+0.1000</b>');
   expect(html).toContain('1 more questions in batch.jsonl');
   expect(html.match(/class="traj /g)).toHaveLength(4);
+});
+
+test('large batches: no argument-spreading limits (200k tokens)', () => {
+  const big = Array.from({ length: 200 }, (_, i) => {
+    const r = rec(`q${i >> 4}`, i % 16, { score: i % 2, answer: 'Gold', hops: 1, objectives: 1, ctx: Array(300).fill(50), mem: Array(300).fill(0.1) });
+    return r;
+  });
+  expect(big.reduce((a, r) => a + r.advantages.length, 0)).toBe(180000);
+  expect(() => renderReport(big, { pieceOf: () => 'x', maxQuestions: 1 })).not.toThrow();
+  expect(evalReport(big).contextTokens.maxPeak).toBe(50);
+  expect(summarize(big, null).trajectories).toBe(200);
+  expect(toTensorBatch(big).T).toBe(900);
 });

@@ -20,6 +20,7 @@ function settingsFrom(kind: 'rollout' | 'eval', o: Record<string, unknown>): Run
     out: (o['out'] as string | undefined) ?? null,
     questions: (o['questions'] as string | undefined) ?? EMBEDDED.split(split ?? (kind === 'eval' ? 'dev' : 'train')),
     offset: (o['offset'] as number | undefined) ?? 0,
+    shuffle: Boolean(o['shuffle']),
     limit: o['limit'] === undefined ? null : (orNull(o['limit']) as number | null),
     model: (o['model'] as string | undefined) ?? EMBEDDED.model(),
     corpus: (o['corpus'] as string | undefined) ?? null,
@@ -39,6 +40,7 @@ function common(cmd: Command, kind: 'rollout' | 'eval'): Command {
   cmd
     .option('--questions <file>', 'questions JSONL ({ id, question, golds }; optional hops, objectives)')
     .option('--split <name>', `embedded question split when --questions is not given`, kind === 'eval' ? 'dev' : 'train')
+    .option('--shuffle', 'shuffle the questions with --seed before --offset / --limit (a mixed slice)')
     .option('--offset <n>', 'skip the first n questions', int(0), 0)
     .option('--limit <n>', "questions to run ('none' = all)", intOrNone, kind === 'eval' ? DEFAULT_EVAL_LIMIT : DEFAULT_ROLLOUT_LIMIT)
     .option('--model <dir>', 'model directory (ONNX + tokenizer)', EMBEDDED.model())

@@ -6,7 +6,8 @@
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join, resolve } from 'node:path';
-import { CausalLM } from '../runtime';
+import { CausalLM, createRng } from '../runtime';
+import { mixSeed } from '../rollout/seed';
 import type { BatchRecord } from '../rollout/batch';
 import { LocalModel } from '../rollout/generator';
 import { JsonlWriter, loadForResume, writeFileAtomic } from '../rollout/io';
@@ -33,6 +34,8 @@ export interface RunSettings {
   questions: string;
   offset: number;
   limit: number | null;
+  /** Shuffle the questions (seeded by the run's seed) before --offset / --limit. */
+  shuffle: boolean;
   model: string;
   corpus: string | null;
   retriever: string | null;
@@ -60,10 +63,22 @@ function fingerprint(s: RunSettings): Record<string, unknown> {
     questions: resolve(s.questions),
     offset: s.offset,
     limit: s.limit,
+    shuffle: s.shuffle,
     model: resolve(s.model),
     retriever: s.retriever ?? (s.corpus === null ? null : resolve(s.corpus)),
     options: s.options,
   };
+}
+
+/** Fisher-Yates with the run's seed: the same seed gives the same slice. */
+export function shuffled<T>(items: readonly T[], seed: number): T[] {
+  const out = items.slice();
+  const rnd = createRng(mixSeed(seed, 0x5eed), 0);
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(rnd() * (i + 1));
+    [out[i], out[j]] = [out[j]!, out[i]!];
+  }
+  return out;
 }
 
 function log(io: RunIO, quiet: boolean, msg: string): void {
@@ -80,7 +95,9 @@ export async function executeRun(s: RunSettings, io: RunIO): Promise<RunOutcome>
   const fp = fingerprint(s);
 
   // Inputs first: a malformed file fails before the model loads.
-  let questions: Question[] = readQuestions(s.questions).slice(s.offset);
+  let questions: Question[] = readQuestions(s.questions);
+  if (s.shuffle) questions = shuffled(questions, s.options.rollout.seed);
+  questions = questions.slice(s.offset);
   if (s.limit !== null) questions = questions.slice(0, s.limit);
   if (questions.length === 0) throw new MempoPipelineError('ERR_INVALID_INPUT', `${s.questions}: no questions after --offset ${s.offset}${s.limit === null ? '' : ` --limit ${s.limit}`}`);
 

@@ -4,6 +4,7 @@
  * mem spans outlined, observations greyed, and each round's outcome / memory reward beside it;
  * one summary chart (memory reward against outcome, inline SVG).
  */
+import { maxOf } from '../rollout/util';
 import type { BatchRecord } from '../rollout/batch';
 import type { RunSummary } from '../rollout/summary';
 
@@ -60,9 +61,9 @@ function chartSvg(records: readonly BatchRecord[]): string {
   const B = 36;
   const xs = pts.map((p) => p.x);
   const ys = pts.map((p) => p.y);
-  const x0 = Math.min(0, ...xs);
-  const x1 = Math.max(1, ...xs);
-  const ymax = Math.max(0.05, ...ys.map(Math.abs));
+  const x0 = -maxOf(0, xs.map((x) => -x));
+  const x1 = maxOf(1, xs);
+  const ymax = maxOf(0.05, ys.map(Math.abs));
   const px = (x: number) => L + ((x - x0) / (x1 - x0 || 1)) * (W - L - 20);
   const py = (y: number) => 10 + (1 - (y + ymax) / (2 * ymax)) * (H - B - 10);
   let dots = '';
@@ -113,7 +114,7 @@ table.sum{border-collapse:collapse;font-size:13px} table.sum td{padding:2px 10px
 export function renderReport(records: readonly BatchRecord[], options: ReportOptions): string {
   const title = options.title ?? 'mempo rollout';
   const maxQ = options.maxQuestions ?? 12;
-  const scale = Math.max(1e-6, ...records.flatMap((r) => r.advantages.map(Math.abs)));
+  const scale = maxOf(1e-6, (function* () { for (const r of records) for (const a of r.advantages) yield Math.abs(a); })());
   const groups = new Map<string, BatchRecord[]>();
   for (const r of records) {
     let g = groups.get(r.uid);

@@ -2,6 +2,7 @@
  * What a trainer gets (SPEC §8): one `BatchRecord` per trajectory (the batch.jsonl line) and
  * the same batch as padded B × T typed arrays for a tensor trainer.
  */
+import { maxOf } from './util';
 import type { Violation } from '../tools/parse';
 import type { DoneReason } from './agent';
 import type { ScoredTrajectory } from './score';
@@ -133,8 +134,8 @@ export interface TensorBatch {
 /** SPEC §8: the batch as padded typed arrays (B × P prompts left-padded, B × T responses right-padded). */
 export function toTensorBatch(records: readonly BatchRecord[], padTokenId = 0): TensorBatch {
   const B = records.length;
-  const P = Math.max(0, ...records.map((r) => r.promptIds.length));
-  const T = Math.max(0, ...records.map((r) => r.responseIds.length));
+  const P = maxOf(0, records.map((r) => r.promptIds.length));
+  const T = maxOf(0, records.map((r) => r.responseIds.length));
   const tb: TensorBatch = {
     B, P, T, padTokenId,
     uids: records.map((r) => r.uid),

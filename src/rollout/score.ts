@@ -4,6 +4,7 @@
  * memory and final advantages through the kernel API (SPEC §5). Trajectories that hit a tool
  * failure are excluded: their group is normalised over the remaining samples.
  */
+import { maxOf } from './util';
 import { EOS_TOKEN, IM_END, IM_START } from '../agent/protocol';
 import { finalAdvantage, grpoOutcomeAdvantage, memoryAdvantage } from '../advantage';
 import { computeScore, validateFormat } from '../rewards';
@@ -194,7 +195,7 @@ export async function scoreBatch(
   const kept = scored.map((s, i) => ({ s, i })).filter(({ s }) => !s.excluded);
   const B = kept.length;
   if (B > 0) {
-    const T = Math.max(1, ...kept.map(({ s }) => s.trajectory.responseIds.length));
+    const T = maxOf(1, kept.map(({ s }) => s.trajectory.responseIds.length));
     const mask = new Uint8Array(B * T);
     kept.forEach(({ s }, b) => mask.set(s.trajectory.responseMask, b * T));
     const adv = options.advantage;

@@ -1,4 +1,5 @@
 /** summary.json of a run and the evaluation table (`mempo eval`). */
+import { maxOf } from './util';
 import { emCheck, extractSolution } from '../rewards';
 import type { BatchRecord } from './batch';
 import type { PipelineStats } from './pipeline';
@@ -149,7 +150,7 @@ export function evalReport(records: readonly BatchRecord[]): EvalReport {
     const ems = g.map(em);
     if (ems.some((x) => x === 1) && ems.some((x) => x === 0)) mixed++;
     totals.push(g.reduce((a, r) => a + r.rounds.reduce((s, rd) => s + rd.contextTokens, 0), 0) / g.length);
-    peaks.push(g.reduce((a, r) => a + Math.max(0, ...r.rounds.map((rd) => rd.contextTokens)), 0) / g.length);
+    peaks.push(g.reduce((a, r) => a + maxOf(0, r.rounds.map((rd) => rd.contextTokens)), 0) / g.length);
   }
   const avg = (xs: number[]) => (xs.length ? xs.reduce((a, x) => a + x, 0) / xs.length : 0);
   return {
@@ -165,7 +166,7 @@ export function evalReport(records: readonly BatchRecord[]): EvalReport {
     contextTokens: {
       meanTotalPerQuestion: avg(totals),
       meanPeakPerQuestion: avg(peaks),
-      maxPeak: Math.max(0, ...kept.flatMap((r) => r.rounds.map((rd) => rd.contextTokens))),
+      maxPeak: maxOf(0, kept.flatMap((r) => r.rounds.map((rd) => rd.contextTokens))),
     },
     meanTurns: avg(kept.map((r) => r.rounds.length)),
   };
