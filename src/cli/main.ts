@@ -10,7 +10,7 @@ import { EMBEDDED } from './paths';
 import { executeRun, type RunIO, type RunSettings } from './run';
 
 /** Questions of the default `mempo rollout` slice (about two minutes on 2 CPU cores). */
-export const DEFAULT_ROLLOUT_LIMIT = 4;
+export const DEFAULT_ROLLOUT_LIMIT = 24;
 export const DEFAULT_EVAL_LIMIT = 100;
 
 function settingsFrom(kind: 'rollout' | 'eval', o: Record<string, unknown>): RunSettings {
