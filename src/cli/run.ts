@@ -5,7 +5,7 @@
  */
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import { join, resolve } from 'node:path';
+import { isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { CausalLM, createRng } from '../runtime';
 import { mixSeed } from '../rollout/seed';
 import type { BatchRecord } from '../rollout/batch';
@@ -79,6 +79,12 @@ export function shuffled<T>(items: readonly T[], seed: number): T[] {
     [out[i], out[j]] = [out[j]!, out[i]!];
   }
   return out;
+}
+
+/** A path as the user would type it: relative to the working directory when inside it. */
+function shown(p: string): string {
+  const r = relative(process.cwd(), resolve(p));
+  return r.length > 0 && !r.startsWith('..') && !isAbsolute(r) ? r : resolve(p);
 }
 
 function log(io: RunIO, quiet: boolean, msg: string): void {
@@ -185,7 +191,7 @@ export async function executeRun(s: RunSettings, io: RunIO): Promise<RunOutcome>
         title: `mempo ${s.kind}: ${all.length} trajectories, ${summary.questions} questions`,
         maxQuestions: s.reportQuestions,
         summary,
-        notes: [`questions ${s.questions} · model ${s.model} · retriever ${retriever.name} · context ${s.options.rollout.context} · seed ${s.options.rollout.seed} · group size ${s.options.rollout.groupSize}`],
+        notes: [`questions ${shown(s.questions)} · model ${shown(s.model)} · retriever ${retriever.name.replace(process.cwd() + sep, '')} · context ${s.options.rollout.context} · seed ${s.options.rollout.seed} · group size ${s.options.rollout.groupSize}`],
       });
       writeFileAtomic(join(out, 'report.html'), html);
     }

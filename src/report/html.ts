@@ -111,10 +111,26 @@ table.sum{border-collapse:collapse;font-size:13px} table.sum td{padding:2px 10px
 .side{font-size:11.5px;color:#374151} .side .v{color:#b91c1c} .legend span{padding:1px 6px;border-radius:3px;margin-right:6px;font-size:12px}
 `;
 
+/**
+ * Advantage magnitude that gets the full colour: the 80th percentile of |advantage| over the
+ * trajectories' outcome values and the mem spans' values (a few outliers do not wash out the page).
+ */
+function colourScale(records: readonly BatchRecord[]): number {
+  const xs: number[] = [];
+  for (const r of records) {
+    const first = r.responseMask.indexOf(1);
+    if (first >= 0) xs.push(Math.abs(r.advantages[first] ?? 0));
+    for (const rd of r.rounds) if (rd.memSpan !== null && rd.memReward !== null) xs.push(Math.abs(r.advantages[rd.memSpan[0]] ?? 0));
+  }
+  if (xs.length === 0) return 1;
+  xs.sort((a, b) => a - b);
+  return Math.max(1e-6, xs[Math.min(xs.length - 1, Math.floor(0.8 * xs.length))]!);
+}
+
 export function renderReport(records: readonly BatchRecord[], options: ReportOptions): string {
   const title = options.title ?? 'mempo rollout';
   const maxQ = options.maxQuestions ?? 12;
-  const scale = maxOf(1e-6, (function* () { for (const r of records) for (const a of r.advantages) yield Math.abs(a); })());
+  const scale = colourScale(records);
   const groups = new Map<string, BatchRecord[]>();
   for (const r of records) {
     let g = groups.get(r.uid);
@@ -162,7 +178,7 @@ export function renderReport(records: readonly BatchRecord[], options: ReportOpt
 ${(options.notes ?? []).map((n) => `<div class="notes">${esc(n)}</div>`).join('')}
 <div class="grid" style="margin-top:12px">
 <div><table class="sum">${sumRows.map(([k, v]) => `<tr><td>${esc(k)}</td><td>${esc(v)}</td></tr>`).join('')}</table>
-<p class="legend">token colour = final advantage: <span style="background:${colour(scale, scale)}">+${scale.toFixed(2)}</span><span style="background:${colour(-scale, scale)}">−${scale.toFixed(2)}</span><span class="mem">mem span</span><span class="obs">observation (masked)</span></p></div>
+<p class="legend">token colour = final advantage: <span style="background:${colour(scale, scale)}">≥ +${scale.toFixed(2)}</span><span style="background:${colour(-scale, scale)}">≤ −${scale.toFixed(2)}</span><span class="mem">mem span</span><span class="obs">observation (masked)</span></p></div>
 <div>${chartSvg(records)}</div>
 </div>
 ${body}
