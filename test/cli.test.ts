@@ -1,7 +1,4 @@
 /**
- * @jest-environment ./test/runtime-environment.js
- */
-/**
  * The `mempo` command in-process: help, option and input errors, a rollout on the embedded
  * model writing batch.jsonl / summary.json / report.html, resume after an interrupted run, eval.
  */

@@ -1,7 +1,4 @@
 /**
- * @jest-environment ./test/runtime-environment.js
- */
-/**
  * End to end on the embedded model (models/mempo-tiny): 2 questions × 4 samples through the
  * whole pipeline, with every advantage recomputed here, independently, from the written fields;
  * memory rewards through the real scorer; the same seed reproduces the same batch.

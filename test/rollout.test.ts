@@ -1,7 +1,4 @@
 /**
- * @jest-environment ./test/runtime-environment.js
- */
-/**
  * The agent state machine on scripted model outputs (SPEC §1-§2), snapshots token by token,
  * memory rewards through one scorer call (SPEC §4), advantages (SPEC §5), tool failures,
  * options and input validation, the trainer batch (SPEC §8).

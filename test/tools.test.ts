@@ -1,7 +1,4 @@
 /**
- * @jest-environment ./test/runtime-environment.js
- */
-/**
  * The search tool: round parsing, the embedded BM25 retriever, observation rendering, and the
  * HTTP retrieval-server client against a local server that answers, refuses, fails or hangs.
  */
