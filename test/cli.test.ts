@@ -5,6 +5,7 @@
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createServer, type AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { main } from '../src/cli/main';
 
@@ -50,6 +51,33 @@ describe('mempo command', () => {
     expect(c.err).toContain("argument 'window' is invalid. Allowed choices are full, memory.");
     const m = await run(['rollout']);
     expect(m.err).toContain("required option '--out <dir>' not specified");
+  });
+
+  test('a retrieval server that refuses every search: trajectories recorded with the error, exit 1 naming the server', async () => {
+    const out = join(dir, 'down');
+    // A port that was just free: nothing listens there, connections are refused.
+    const port = await new Promise<number>((res) => {
+      const s = createServer().listen(0, '127.0.0.1', () => {
+        const p = (s.address() as AddressInfo).port;
+        s.close(() => res(p));
+      });
+    });
+    const url = `http://127.0.0.1:${port}/retrieve`;
+    const r = await run(['rollout', '--out', out, ...SMALL, '--quiet', '--max-round-tokens', '64', '--retriever', url, '--retriever-retries', '1', '--retriever-backoff', '1']);
+    const lines = readFileSync(join(out, 'batch.jsonl'), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
+    const failed = lines.filter((l) => l.error !== null);
+    // Trajectories that never searched are scored; those that did are excluded with the error.
+    for (const l of failed) {
+      expect(l).toMatchObject({ excluded: true, score: null, doneReason: 'tool-error' });
+      expect(l.error).toContain(`The retrieval server at ${url} did not answer after 2 attempts (last error: ECONNREFUSED)`);
+    }
+    if (failed.length === lines.length) {
+      expect(r.code).toBe(1);
+      expect(r.err).toContain(`error: every trajectory hit a tool failure: The retrieval server at ${url}`);
+    } else {
+      expect(r.code).toBe(0);
+    }
+    expect(existsSync(join(out, 'summary.json'))).toBe(true);
   });
 
   test("'none' lifts a limit", async () => {

@@ -228,7 +228,7 @@ describe('a retrieval server that stays down, through the pipeline', () => {
       expect(srv.hits()).toBe(2); // one batched request for both searches, retried once
       const [a, b, c, d] = res.records;
       expect([a!.excluded, b!.excluded, c!.excluded, d!.excluded]).toEqual([false, false, true, true]);
-      expect(c!.error).toBe(`http:${srv.url}: The retrieval server at ${srv.url} did not answer after 2 attempts (last error: HTTP 503 down). ` +
+      expect(c!.error).toBe(`The retrieval server at ${srv.url} did not answer after 2 attempts (last error: HTTP 503 down). ` +
         'Start the server (e.g. Search-R1 `retrieval_server.py` / ASearcher), check the URL, or search the local corpus with --corpus FILE.');
       expect(c!.score).toBeNull();
       expect(a!.advantages[0]).toBeCloseTo(1 / Math.SQRT2, 5);

@@ -206,6 +206,11 @@ export async function executeRun(s: RunSettings, io: RunIO): Promise<RunOutcome>
         `${summary.tokensGenerated} tokens generated, ${(wallMs / 1000).toFixed(1)} s${out ? ` → ${out}` : ''}\n`,
     );
   }
+  const failed = result.records.filter((r) => r.error !== null);
+  if (failed.length > 0 && failed.length === result.records.length) {
+    // Nothing usable came out of this run: say why and fail (the files are written all the same).
+    throw new MempoPipelineError('ERR_RETRIEVER_DOWN', `every trajectory hit a tool failure: ${failed[0]!.error}`);
+  }
   if (summary.toolErrors > 0) {
     const first = all.find((r) => r.error !== null)?.error;
     io.stderr.write(`warning: ${summary.toolErrors} trajectories hit a tool failure and were excluded from advantages; first error: ${first}\n`);

@@ -306,7 +306,8 @@ export async function runAgentLoop(input: AgentLoopInput): Promise<{ trajectorie
         withQuery.forEach((t, i) => results!.set(t, renderSearchObservation(docs[i]!, { docMaxChars: options.tool.docMaxChars })));
         stats.searches += withQuery.length;
       } catch (err) {
-        failure = `${retriever.name}: ${(err as Error).message}`;
+        // Errors of the shipped retrievers already name the tool; others get its name in front.
+        failure = err instanceof MempoPipelineError ? err.message : `${retriever.name}: ${(err as Error).message}`;
         results = null;
       }
     }
