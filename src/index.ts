@@ -39,3 +39,48 @@ export type {
   RuntimeErrorCode,
   Rng,
 } from './runtime';
+
+export {
+  runPipeline,
+  runAgentLoop,
+  LocalModel,
+  ScriptedGenerator,
+  scoreBatch,
+  buildSnapshots,
+  toBatchRecord,
+  toTensorBatch,
+  resolveOptions,
+  readQuestions,
+  loadForResume,
+  summarize,
+  evalReport,
+  formatEvalReport,
+} from './rollout';
+export type {
+  PipelineInput,
+  PipelineResult,
+  PipelineStats,
+  Trajectory,
+  RoundTrace,
+  Generator,
+  TargetScorer,
+  TextCodec,
+  GenerationRequest,
+  GenerationOutput,
+  ScoringItem,
+  Snapshot,
+  BatchRecord,
+  BatchRound,
+  TensorBatch,
+  PipelineOptions,
+  PipelineOptionsInput,
+  Question,
+  RunSummary,
+  EvalReport,
+} from './rollout';
+export { Bm25Retriever, HttpRetriever, renderSearchObservation, parseRoundOutput, MempoPipelineError } from './tools';
+export type { Retriever, RetrievedDoc, ObservationOptions, ParsedRoundOutput, Violation } from './tools';
+export { AgentMemory } from './memory';
+export type { AgentMemoryOptions, MemoryRecord } from './memory';
+export { renderReport } from './report';
+export type { ReportOptions } from './report';
