@@ -44,8 +44,7 @@ from model import Config, TinyLM, param_count  # noqa: E402
 OUT = os.path.join(HERE, "out")
 MODEL_DIR = os.path.join(ROOT, "models", "mempo-tiny")
 ROW = 512
-WORLDS = 12  # training worlds: the shipped one + 11 generated from other seeds
-PER_WORLD = 1100  # oracle trajectories per world
+
 MIX = {"memory": 0.6, "stream": 0.3, "score": 0.10}  # share of trained tokens per sample kind
 
 
@@ -56,17 +55,17 @@ def log(msg, fh=None):
         fh.flush()
 
 
-def make_data(skip):
-    train = os.path.join(OUT, "samples-train-mix.jsonl")
+def make_data(skip, worlds, per_world):
+    train = os.path.join(OUT, f"samples-train-w{worlds}.jsonl")
     dev = os.path.join(OUT, "samples-dev.jsonl")
     if skip and os.path.exists(train) and os.path.exists(dev):
         return train, dev
     os.makedirs(OUT, exist_ok=True)
     if not os.path.exists(os.path.join(ROOT, "dist", "world", "cli.js")):
         subprocess.run(["npx", "tsc", "-p", "tsconfig.build.json"], cwd=ROOT, check=True)
-    # the shipped world's train split + 11 auxiliary worlds (fresh names: forces copying)
+    # the shipped world's train split (+ auxiliary worlds from other seeds with --worlds > 1)
     subprocess.run(["node", "dist/world/cli.js", "samples", "--split", "train", "--draws", "1",
-                    "--worlds", str(WORLDS), "--per-world", str(PER_WORLD), "--no-full",
+                    "--worlds", str(worlds), "--per-world", str(per_world), "--no-full",
                     "--samples-out", train], cwd=ROOT, check=True)
     subprocess.run(["node", "dist/world/cli.js", "samples", "--split", "dev", "--draws", "1", "--flaw-rate", "0",
                     "--samples-out", dev], cwd=ROOT, check=True)
@@ -228,6 +227,9 @@ def main():
     ap.add_argument("--aux-weight", type=float, default=0.2,
                     help="weight of the next-token loss on context/observation tokens")
     ap.add_argument("--skip-data", action="store_true")
+    ap.add_argument("--worlds", type=int, default=1,
+                    help="training worlds: the shipped one plus N-1 generated from other seeds (fresh names)")
+    ap.add_argument("--per-world", type=int, default=0, help="questions per world (0 = all train questions)")
     ap.add_argument("--no-export", action="store_true")
     ap.add_argument("--dev-n", type=int, default=60)
     a = ap.parse_args()
@@ -238,7 +240,7 @@ def main():
     rng = random.Random(a.seed)
     os.makedirs(OUT, exist_ok=True)
     fh = open(os.path.join(OUT, "train.log"), "w")
-    train_path, dev_path = make_data(a.skip_data)
+    train_path, dev_path = make_data(a.skip_data, a.worlds, a.per_world)
     samples = load(train_path)
     dev = load(dev_path)
     max_steps = a.steps if a.steps > 0 else 8000
