@@ -326,7 +326,7 @@ def main():
         plt.plot(xs, ys, alpha=0.35, label="loss per step")
         plt.plot(xs, sm, label="EMA(0.9)")
         plt.yscale("log")
-        plt.xlabel("optimiser step (~8k tokens)")
+        plt.xlabel(f"optimiser step (~{a.tokens_per_step} tokens)")
         plt.ylabel("cross-entropy on round outputs")
         plt.title(f"mempo-tiny ({n_params / 1e6:.2f}M params)")
         plt.legend()
