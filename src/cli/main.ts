@@ -8,6 +8,8 @@ import { MempoPipelineError } from '../tools/errors';
 import { addPipelineOptions, int, intOrNone, orNull, pipelineOptionsFromFlags } from './options';
 import { EMBEDDED } from './paths';
 import { executeRun, type RunIO, type RunSettings } from './run';
+import { Bm25Retriever } from '../tools/bm25';
+import { createRetrievalServer, listen } from '../tools/retrieval-server';
 
 /** Questions of the default `mempo rollout` slice (about two minutes on 2 CPU cores). */
 export const DEFAULT_ROLLOUT_LIMIT = 24;
@@ -87,11 +89,33 @@ export function buildProgram(io: RunIO, onDone: (code: number) => void): Command
       await executeRun(settingsFrom('eval', opts), io);
       onDone(0);
     });
-  for (const sub of [rollout, evalCmd]) {
+  const serveRetriever = new Command('serve-retriever')
+    .description('Serve the Search-R1 / ASearcher retrieval API (POST /retrieve) over a JSONL corpus with the local BM25 retriever, until Ctrl-C.')
+    .option('--corpus <file>', 'JSONL corpus ({ id, title, contents })', EMBEDDED.corpus())
+    .option('--host <host>', 'address to bind (loopback by default)', '127.0.0.1')
+    .option('--port <n>', 'port (0: any free port)', int(0), 8000)
+    .option('--max-body <bytes>', 'largest request body accepted', int(1), 1 << 20)
+    .exitOverride()
+    .action(async (opts: Record<string, unknown>) => {
+      const retriever = Bm25Retriever.fromJsonl(opts['corpus'] as string);
+      const server = createRetrievalServer(retriever, { maxBodyBytes: opts['maxBody'] as number });
+      const url = await listen(server, opts['port'] as number, opts['host'] as string);
+      io.stderr.write(`mempo serve-retriever: ${retriever.size} documents from ${opts['corpus'] as string}, listening on ${url}\n`);
+      await new Promise<void>((resolve) => {
+        const stop = () => {
+          server.close(() => resolve());
+          server.closeAllConnections();
+        };
+        process.once('SIGINT', stop);
+        process.once('SIGTERM', stop);
+      });
+      onDone(0);
+    });
+  for (const sub of [rollout, evalCmd, serveRetriever]) {
     sub.configureOutput({ writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) });
     program.addCommand(sub);
   }
-  program.addHelpText('after', () => `\nEvery option of every command:\n\n${rollout.helpInformation()}\n${evalCmd.helpInformation()}`);
+  program.addHelpText('after', () => `\nEvery option of every command:\n\n${rollout.helpInformation()}\n${evalCmd.helpInformation()}\n${serveRetriever.helpInformation()}`);
   return program;
 }
 

@@ -10,3 +10,5 @@ export type { ParsedRoundOutput, Violation, ViolationCode, RoundActionKind } fro
 export { MempoPipelineError } from './errors';
 export type { PipelineErrorCode } from './errors';
 export { readJsonl, parseJsonl } from './jsonl';
+export { createRetrievalServer, parseRetrieveRequest, listen } from './retrieval-server';
+export type { RetrievalServerOptions } from './retrieval-server';

@@ -1,0 +1,124 @@
+/**
+ * `mempo serve-retriever`: the Search-R1 / ASearcher retrieval-server API over any Retriever
+ * (the embedded BM25 by default), so that the HTTP path of a rollout can run against a real
+ * server on loopback and a user can put a local corpus behind the production interface.
+ *
+ *   POST /retrieve  { queries: string[], topk?: number, return_scores?: boolean }
+ *   →               { result: [[{ document: { id, title, contents }, score }]] }   (one list per query)
+ *
+ * Without return_scores each hit is the bare document, as Search-R1's server answers.
+ */
+import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Retriever } from './retriever';
+
+export interface RetrievalServerOptions {
+  /** Largest request body accepted, in bytes (default 1 MiB); larger ones get 413. */
+  maxBodyBytes?: number;
+  /** Most queries in one request (default 4096) and most documents per query (default 100). */
+  maxQueries?: number;
+  maxTopk?: number;
+  /** topk when the request has none (default 3, the rollout default). */
+  defaultTopk?: number;
+}
+
+class RequestError extends Error {
+  constructor(readonly status: number, message: string) {
+    super(message);
+  }
+}
+
+function readBody(req: http.IncomingMessage, limit: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      // Past the limit the rest is read and dropped, so the client still gets its 413.
+      if (size > limit) return reject(new RequestError(413, `request body larger than ${limit} bytes`));
+      chunks.push(chunk);
+    });
+    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    req.on('error', reject);
+  });
+}
+
+/** Checks a /retrieve body; every message names the field at fault. */
+export function parseRetrieveRequest(
+  text: string,
+  o: Required<RetrievalServerOptions>,
+): { queries: string[]; topk: number; returnScores: boolean } {
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    throw new RequestError(400, 'body is not valid JSON');
+  }
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new RequestError(400, 'body must be a JSON object');
+  const b = body as Record<string, unknown>;
+  const queries = b['queries'];
+  if (!Array.isArray(queries)) throw new RequestError(400, 'field "queries": expected an array of strings');
+  if (queries.length > o.maxQueries) throw new RequestError(400, `field "queries": at most ${o.maxQueries} queries per request, received ${queries.length}`);
+  queries.forEach((q, i) => {
+    if (typeof q !== 'string') throw new RequestError(400, `field "queries[${i}]": expected a string`);
+  });
+  const topk = b['topk'] ?? o.defaultTopk;
+  if (typeof topk !== 'number' || !Number.isInteger(topk) || topk < 1 || topk > o.maxTopk) {
+    throw new RequestError(400, `field "topk": expected an integer in [1, ${o.maxTopk}], received ${JSON.stringify(topk)}`);
+  }
+  const rs = b['return_scores'] ?? true;
+  if (typeof rs !== 'boolean') throw new RequestError(400, 'field "return_scores": expected a boolean');
+  return { queries: queries as string[], topk, returnScores: rs };
+}
+
+export function createRetrievalServer(retriever: Retriever, options: RetrievalServerOptions = {}): http.Server {
+  const o: Required<RetrievalServerOptions> = {
+    maxBodyBytes: options.maxBodyBytes ?? 1 << 20,
+    maxQueries: options.maxQueries ?? 4096,
+    maxTopk: options.maxTopk ?? 100,
+    defaultTopk: options.defaultTopk ?? 3,
+  };
+  return http.createServer((req, res) => {
+    const send = (status: number, payload: unknown) => {
+      const text = JSON.stringify(payload);
+      const headers: http.OutgoingHttpHeaders = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) };
+      if (status === 413) headers['connection'] = 'close';
+      res.writeHead(status, headers);
+      res.end(text);
+    };
+    const path = (req.url ?? '/').split('?')[0];
+    if (path !== '/retrieve') return send(404, { error: `no such endpoint ${path}; use POST /retrieve` });
+    if (req.method !== 'POST') return send(405, { error: `method ${req.method} not allowed; use POST /retrieve` });
+    readBody(req, o.maxBodyBytes)
+      .then(async (text) => {
+        const { queries, topk, returnScores } = parseRetrieveRequest(text, o);
+        const hits = await retriever.search(queries, topk);
+        send(200, {
+          result: hits.map((list) =>
+            list.map((d) => {
+              const document = { id: d.id ?? null, title: d.title, contents: d.contents };
+              return returnScores ? { document, score: d.score } : document;
+            }),
+          ),
+        });
+      })
+      .catch((err: unknown) => {
+        if (res.headersSent || res.destroyed) return;
+        if (err instanceof RequestError) send(err.status, { error: err.message });
+        else send(500, { error: `retriever failed: ${(err as Error).message}` });
+      });
+  });
+}
+
+/** Listens on host:port (port 0 picks a free one); resolves to the bound URL of /retrieve. */
+export function listen(server: http.Server, port: number, host = '127.0.0.1'): Promise<string> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      const a = server.address() as AddressInfo;
+      const h = a.family === 'IPv6' ? `[${a.address}]` : a.address;
+      resolve(`http://${h}:${a.port}/retrieve`);
+    });
+  });
+}
