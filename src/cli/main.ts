@@ -10,6 +10,9 @@ import { EMBEDDED } from './paths';
 import { executeRun, type RunIO, type RunSettings } from './run';
 import { Bm25Retriever } from '../tools/bm25';
 import { createRetrievalServer, listen } from '../tools/retrieval-server';
+import { LocalModel } from '../rollout/generator';
+import { createCompletionsServer, listen as listenCompletions } from '../serve/server';
+import { basename } from 'node:path';
 
 /** Questions of the default `mempo rollout` slice (about two minutes on 2 CPU cores). */
 export const DEFAULT_ROLLOUT_LIMIT = 24;
@@ -111,11 +114,37 @@ export function buildProgram(io: RunIO, onDone: (code: number) => void): Command
       });
       onDone(0);
     });
-  for (const sub of [rollout, evalCmd, serveRetriever]) {
+  const serve = new Command('serve')
+    .description('Serve the OpenAI / vLLM completions API subset (POST /v1/completions with token-id prompts, logprobs, prompt_logprobs; GET /v1/models) over a local model, until Ctrl-C.')
+    .option('--model <dir>', 'model directory (ONNX + tokenizer)', EMBEDDED.model())
+    .option('--host <host>', 'address to bind (loopback by default)', '127.0.0.1')
+    .option('--port <n>', 'port (0: any free port)', int(0), 8001)
+    .option('--max-concurrency <n>', 'requests run at once (the rest wait in a queue; 429 when it is full)', int(1), 1)
+    .option('--max-body <bytes>', 'largest request body accepted', int(1), 4 << 20)
+    .exitOverride()
+    .action(async (opts: Record<string, unknown>) => {
+      const dir = opts['model'] as string;
+      const model = await LocalModel.load(dir);
+      const name = basename(dir.replace(/[\\/]+$/, ''));
+      const server = createCompletionsServer(model, { modelName: name, maxConcurrency: opts['maxConcurrency'] as number, maxBodyBytes: opts['maxBody'] as number });
+      const url = await listenCompletions(server, opts['port'] as number, opts['host'] as string);
+      io.stderr.write(`mempo serve: model "${name}" from ${dir}, listening on ${url}/v1/completions\n`);
+      await new Promise<void>((resolve) => {
+        const stop = () => {
+          server.close(() => resolve());
+          server.closeAllConnections();
+        };
+        process.once('SIGINT', stop);
+        process.once('SIGTERM', stop);
+      });
+      await model.dispose();
+      onDone(0);
+    });
+  for (const sub of [rollout, evalCmd, serveRetriever, serve]) {
     sub.configureOutput({ writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) });
     program.addCommand(sub);
   }
-  program.addHelpText('after', () => `\nEvery option of every command:\n\n${rollout.helpInformation()}\n${evalCmd.helpInformation()}\n${serveRetriever.helpInformation()}`);
+  program.addHelpText('after', () => `\nEvery option of every command:\n\n${rollout.helpInformation()}\n${evalCmd.helpInformation()}\n${serveRetriever.helpInformation()}\n${serve.helpInformation()}`);
   return program;
 }
 

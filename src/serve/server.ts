@@ -76,10 +76,12 @@ function optInt(b: Record<string, unknown>, field: string, def: number | null, m
   return v;
 }
 
-function optNum(b: Record<string, unknown>, field: string, def: number, min: number, max: number): number {
+function optNum(b: Record<string, unknown>, field: string, def: number, min: number, max: number, openMin = false): number {
   const v = b[field];
   if (v === undefined || v === null) return def;
-  if (typeof v !== 'number' || !Number.isFinite(v) || v < min || v > max) throw bad(field, `expected a number in [${min}, ${max}], received ${JSON.stringify(v)}`);
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < min || (openMin && v === min) || v > max) {
+    throw bad(field, `expected a number in ${openMin ? '(' : '['}${min}, ${max}], received ${JSON.stringify(v)}`);
+  }
   return v;
 }
 
@@ -116,7 +118,7 @@ export function parseCompletionRequest(text: string, o: { vocabSize: number; max
     prompt: prompt as number[],
     n: optInt(b, 'n', 1, 1, o.maxN) as number,
     temperature: optNum(b, 'temperature', 1, 0, 100),
-    topP: optNum(b, 'top_p', 1, Number.MIN_VALUE, 1),
+    topP: optNum(b, 'top_p', 1, 0, 1, true),
     maxTokens: optInt(b, 'max_tokens', 16, 0, o.maxTokens) as number,
     stop: stops as string[],
     logprobs: optInt(b, 'logprobs', null, 0, 20),
