@@ -7,6 +7,7 @@ import { LocalModel } from '../src/rollout/generator';
 import { createCompletionsServer, listen } from '../src/serve/server';
 import { HttpCompletionsBackend } from '../src/serve/client';
 import { MODEL_DIR } from './rollout-helpers';
+import { main } from '../src/cli/main';
 
 describe('completions server (POST /v1/completions)', () => {
   let model: LocalModel;
@@ -126,5 +127,27 @@ describe('completions server (POST /v1/completions)', () => {
     const gen = [{ ids: [1, 2], maxNewTokens: 2, tag: { uid: 'u', sample: 0, round: 1 } }];
     const params = { temperature: 1, topP: 1, topK: 0, seed: 0, stop: [] };
     await expect(mk(JSON.stringify({ model: 'm', choices: [{ token_ids: [4], finish_reason: 'length' }] })).generate(gen, params)).rejects.toThrow(/\(generation request 0 \(u sample 0 round 1\)\): missing or malformed logprobs/);
+  });
+
+  it('queues past max concurrency and answers 429 when the queue is full', async () => {
+    const busy = createCompletionsServer(model, { maxConcurrency: 1, maxQueue: 1 });
+    const base = await listen(busy, 0);
+    try {
+      const body = JSON.stringify({ prompt: model.codec.encode('In which country is Mamek?'), max_tokens: 32, temperature: 1, seed: 3, prompt_logprobs: 0 });
+      const statuses = await Promise.all(Array.from({ length: 8 }, () => fetch(`${base}/v1/completions`, { method: 'POST', body }).then((r) => r.status)));
+      expect(statuses.filter((x) => x === 200).length).toBeGreaterThanOrEqual(2);
+      expect(statuses.every((x) => x === 200 || x === 429)).toBe(true);
+      expect(statuses).toContain(429);
+    } finally {
+      busy.closeAllConnections();
+      await new Promise((r) => busy.close(r));
+    }
+  });
+
+  it('mempo serve is a CLI subcommand with its flags', async () => {
+    let out = '';
+    const io = { stdout: { write: (x: string) => { out += x; return true; } }, stderr: { write: (x: string) => { out += x; return true; } } } as any;
+    await main(['serve', '--help'], io);
+    for (const flag of ['--model', '--host', '--port', '--max-concurrency', '--max-body']) expect(out).toContain(flag);
   });
 });
