@@ -59,7 +59,7 @@ describe('completions server (POST /v1/completions)', () => {
     const ids = model.codec.encode('In which country is Mamek?');
     const out = await backend([url]).generate(
       [{ ids, maxNewTokens: 4, tag: { uid: 'q1', sample: 0, round: 1 } }, { ids, maxNewTokens: 3, tag: { uid: 'q1', sample: 1, round: 1 } }],
-      { temperature: 1, topP: 1, topK: 0, seed: 7, stop: ['</search>', '</answer>'] },
+      { temperature: 1, topP: 0.9, topK: 20, seed: 7, stop: ['</search>', '</answer>'] },
     );
     expect(out.length).toBe(2);
     out.forEach((o, i) => {
@@ -90,6 +90,7 @@ describe('completions server (POST /v1/completions)', () => {
       [{ prompt: [1], max_tokens: -1 }, '"max_tokens"'],
       [{ prompt: [1], temperature: 'hot' }, '"temperature"'],
       [{ prompt: [1], n: 0 }, '"n"'],
+      [{ prompt: [1], top_k: -2 }, '"top_k"'],
       [{ prompt: [1], stop: [3] }, '"stop"'],
       [{ prompt: [1], model: 'gpt-4' }, '"model"'],
       [{ prompt: [1], prompt_logprobs: 1.5 }, '"prompt_logprobs"'],

@@ -2,7 +2,7 @@
  * `mempo serve`: the subset of the OpenAI / vLLM completions API that the HTTP backends use,
  * over the embedded runtime (`LocalModel`), on loopback by default.
  *
- *   POST /v1/completions { model, prompt: number[], n?, temperature?, top_p?, max_tokens?, stop?,
+ *   POST /v1/completions { model, prompt: number[], n?, temperature?, top_p?, top_k?, max_tokens?, stop?,
  *                          logprobs?, seed?, return_tokens_as_token_ids?, prompt_logprobs?, echo? }
  *   → { id, object: 'text_completion', model, choices: [{ index, text, token_ids, logprobs: { tokens,
  *       token_logprobs }, finish_reason }], prompt_logprobs?: (null | { [id]: { logprob } })[] }
@@ -44,6 +44,8 @@ export interface CompletionRequest {
   n: number;
   temperature: number;
   topP: number;
+  /** vLLM's top_k extension; -1 or 0 is off. */
+  topK: number;
   maxTokens: number;
   stop: string[];
   logprobs: number | null;
@@ -119,6 +121,7 @@ export function parseCompletionRequest(text: string, o: { vocabSize: number; max
     n: optInt(b, 'n', 1, 1, o.maxN) as number,
     temperature: optNum(b, 'temperature', 1, 0, 100),
     topP: optNum(b, 'top_p', 1, 0, 1, true),
+    topK: Math.max(0, optInt(b, 'top_k', 0, -1, o.vocabSize) as number),
     maxTokens: optInt(b, 'max_tokens', 16, 0, o.maxTokens) as number,
     stop: stops as string[],
     logprobs: optInt(b, 'logprobs', null, 0, 20),
@@ -181,6 +184,7 @@ export function createCompletionsServer(model: LocalModel, options: CompletionsS
           maxNewTokens: r.maxTokens,
           temperature: r.temperature,
           topP: r.topP,
+          topK: r.topK,
           seed: r.seed ?? randomBytes(4).readUInt32LE(0) >>> 1,
           stop: r.stop,
           stopTokenIds: [...STOP_TOKEN_IDS, ...FALLBACK_STOP_TOKEN_IDS.filter((id) => id !== EOS_TOKEN_ID)],
