@@ -84,3 +84,7 @@ export { AgentMemory } from './memory';
 export type { AgentMemoryOptions, MemoryRecord } from './memory';
 export { renderReport } from './report';
 export type { ReportOptions } from './report';
+export { createRetrievalServer } from './tools';
+export type { RetrievalServerOptions } from './tools';
+export { createCompletionsServer, HttpCompletionsBackend, CompletionsBackendError } from './serve';
+export type { CompletionsServerOptions, HttpCompletionsOptions } from './serve';
