@@ -13,7 +13,7 @@
  * `maxQueue`; past that they get 429.
  */
 import * as http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { listenOn, parseJsonObject, readBody, RequestError } from '../core/http-server';
 import { randomBytes } from 'node:crypto';
 import type { LocalModel } from '../rollout/generator';
 import { EOS_TOKEN_ID, FALLBACK_STOP_TOKEN_IDS, STOP_TOKEN_IDS } from '../agent/protocol';
@@ -32,11 +32,7 @@ export interface CompletionsServerOptions {
   maxTokens?: number;
 }
 
-export class RequestError extends Error {
-  constructor(readonly status: number, message: string) {
-    super(message);
-  }
-}
+export { RequestError };
 
 export interface CompletionRequest {
   model: string | null;
@@ -53,20 +49,6 @@ export interface CompletionRequest {
   tokensAsIds: boolean;
   promptLogprobs: number | null;
   echo: boolean;
-}
-
-function readBody(req: http.IncomingMessage, limit: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > limit) return reject(new RequestError(413, `request body larger than ${limit} bytes`));
-      chunks.push(chunk);
-    });
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
-  });
 }
 
 const bad = (field: string, msg: string) => new RequestError(400, `field "${field}": ${msg}`);
@@ -96,14 +78,7 @@ function optBool(b: Record<string, unknown>, field: string): boolean {
 
 /** Checks a /v1/completions body; every message names the field at fault. */
 export function parseCompletionRequest(text: string, o: { vocabSize: number; maxN: number; maxTokens: number; maxPositions: number }): CompletionRequest {
-  let body: unknown;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    throw new RequestError(400, 'body is not valid JSON');
-  }
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new RequestError(400, 'body must be a JSON object');
-  const b = body as Record<string, unknown>;
+  const b = parseJsonObject(text);
   const model = b['model'];
   if (model !== undefined && model !== null && typeof model !== 'string') throw bad('model', 'expected a string');
   const prompt = b['prompt'];
@@ -255,13 +230,5 @@ export function createCompletionsServer(model: LocalModel, options: CompletionsS
 
 /** Listens on host:port (port 0 picks a free one); resolves to the base URL (http://host:port). */
 export function listen(server: http.Server, port: number, host = '127.0.0.1'): Promise<string> {
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => {
-      server.off('error', reject);
-      const a = server.address() as AddressInfo;
-      const h = a.family === 'IPv6' ? `[${a.address}]` : a.address;
-      resolve(`http://${h}:${a.port}`);
-    });
-  });
+  return listenOn(server, port, host);
 }

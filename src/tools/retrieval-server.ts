@@ -9,7 +9,7 @@
  * Without return_scores each hit is the bare document, as Search-R1's server answers.
  */
 import * as http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { listenOn, parseJsonObject, readBody, RequestError } from '../core/http-server';
 import type { Retriever } from './retriever';
 
 export interface RetrievalServerOptions {
@@ -22,40 +22,12 @@ export interface RetrievalServerOptions {
   defaultTopk?: number;
 }
 
-class RequestError extends Error {
-  constructor(readonly status: number, message: string) {
-    super(message);
-  }
-}
-
-function readBody(req: http.IncomingMessage, limit: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      // Past the limit the rest is read and dropped, so the client still gets its 413.
-      if (size > limit) return reject(new RequestError(413, `request body larger than ${limit} bytes`));
-      chunks.push(chunk);
-    });
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
-  });
-}
-
 /** Checks a /retrieve body; every message names the field at fault. */
 export function parseRetrieveRequest(
   text: string,
   o: Required<RetrievalServerOptions>,
 ): { queries: string[]; topk: number; returnScores: boolean } {
-  let body: unknown;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    throw new RequestError(400, 'body is not valid JSON');
-  }
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new RequestError(400, 'body must be a JSON object');
-  const b = body as Record<string, unknown>;
+  const b = parseJsonObject(text);
   const queries = b['queries'];
   if (!Array.isArray(queries)) throw new RequestError(400, 'field "queries": expected an array of strings');
   if (queries.length > o.maxQueries) throw new RequestError(400, `field "queries": at most ${o.maxQueries} queries per request, received ${queries.length}`);
@@ -111,14 +83,6 @@ export function createRetrievalServer(retriever: Retriever, options: RetrievalSe
 }
 
 /** Listens on host:port (port 0 picks a free one); resolves to the bound URL of /retrieve. */
-export function listen(server: http.Server, port: number, host = '127.0.0.1'): Promise<string> {
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => {
-      server.off('error', reject);
-      const a = server.address() as AddressInfo;
-      const h = a.family === 'IPv6' ? `[${a.address}]` : a.address;
-      resolve(`http://${h}:${a.port}/retrieve`);
-    });
-  });
+export async function listen(server: http.Server, port: number, host = '127.0.0.1'): Promise<string> {
+  return `${await listenOn(server, port, host)}/retrieve`;
 }
