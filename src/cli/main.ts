@@ -68,30 +68,26 @@ export function buildProgram(io: RunIO, onDone: (code: number) => void): Command
     .configureOutput({ writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) })
     .exitOverride();
 
+  // Output options and the action, shared by rollout and eval.
+  const runOutputs = (cmd: Command, kind: 'rollout' | 'eval') =>
+    cmd
+      .option('--resume', 'keep the complete groups already in DIR/batch.jsonl and finish the rest')
+      .option('--force', 'overwrite an existing DIR/batch.jsonl')
+      .option('--no-report', 'do not write report.html')
+      .option('--report-questions <n>', 'questions shown in report.html', int(1), 12)
+      .exitOverride()
+      .action(async (opts: Record<string, unknown>) => {
+        await executeRun(settingsFrom(kind, opts), io);
+        onDone(0);
+      });
   const rollout = common(new Command('rollout'), 'rollout')
     .description('Sample groups of multi-turn search trajectories, score them (outcome + memory rewards) and write a training batch: DIR/batch.jsonl, DIR/summary.json, DIR/report.html.')
-    .requiredOption('--out <dir>', 'output directory')
-    .option('--resume', 'keep the complete groups already in DIR/batch.jsonl and finish the rest')
-    .option('--force', 'overwrite an existing DIR/batch.jsonl')
-    .option('--no-report', 'do not write report.html')
-    .option('--report-questions <n>', 'questions shown in report.html', int(1), 12)
-    .exitOverride()
-    .action(async (opts: Record<string, unknown>) => {
-      await executeRun(settingsFrom('rollout', opts), io);
-      onDone(0);
-    });
+    .requiredOption('--out <dir>', 'output directory');
+  runOutputs(rollout, 'rollout');
   const evalCmd = common(new Command('eval'), 'eval')
     .description('Evaluate a context policy: greedy (temperature 0) or sampled rollouts on a question split; prints exact match by hops and by objectives, format-valid round rate, mixed groups, context tokens per question.')
-    .option('--out <dir>', 'also write batch.jsonl, summary.json, eval.json and report.html here')
-    .option('--force', 'overwrite an existing DIR/batch.jsonl')
-    .option('--resume', 'keep the complete groups already in DIR/batch.jsonl and finish the rest')
-    .option('--no-report', 'do not write report.html')
-    .option('--report-questions <n>', 'questions shown in report.html', int(1), 12)
-    .exitOverride()
-    .action(async (opts: Record<string, unknown>) => {
-      await executeRun(settingsFrom('eval', opts), io);
-      onDone(0);
-    });
+    .option('--out <dir>', 'also write batch.jsonl, summary.json, eval.json and report.html here');
+  runOutputs(evalCmd, 'eval');
   const serveRetriever = new Command('serve-retriever')
     .description('Serve the Search-R1 / ASearcher retrieval API (POST /retrieve) over a JSONL corpus with the local BM25 retriever, until Ctrl-C.')
     .option('--corpus <file>', 'JSONL corpus ({ id, title, contents })', EMBEDDED.corpus())

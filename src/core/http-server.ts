@@ -39,6 +39,15 @@ export function parseJsonObject(text: string): Record<string, unknown> {
   return body as Record<string, unknown>;
 }
 
+/** Answers with a JSON body; a 413 also closes the connection (its request body was not read in full). */
+export function sendJson(res: http.ServerResponse, status: number, payload: unknown): void {
+  const text = JSON.stringify(payload);
+  const headers: http.OutgoingHttpHeaders = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) };
+  if (status === 413) headers['connection'] = 'close';
+  res.writeHead(status, headers);
+  res.end(text);
+}
+
 /** Listens on host:port (port 0 picks a free one); resolves to the base URL (http://host:port). */
 export function listenOn(server: http.Server, port: number, host: string): Promise<string> {
   return new Promise((resolve, reject) => {

@@ -13,7 +13,7 @@
  * `maxQueue`; past that they get 429.
  */
 import * as http from 'node:http';
-import { listenOn, parseJsonObject, readBody, RequestError } from '../core/http-server';
+import { listenOn, parseJsonObject, readBody, RequestError, sendJson } from '../core/http-server';
 import { randomBytes } from 'node:crypto';
 import type { LocalModel } from '../rollout/generator';
 import { EOS_TOKEN_ID, FALLBACK_STOP_TOKEN_IDS, STOP_TOKEN_IDS } from '../agent/protocol';
@@ -199,13 +199,7 @@ export function createCompletionsServer(model: LocalModel, options: CompletionsS
   }
 
   return http.createServer((req, res) => {
-    const send = (status: number, payload: unknown) => {
-      const text = JSON.stringify(payload);
-      const headers: http.OutgoingHttpHeaders = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) };
-      if (status === 413) headers['connection'] = 'close';
-      res.writeHead(status, headers);
-      res.end(text);
-    };
+    const send = (status: number, payload: unknown) => sendJson(res, status, payload);
     const err = (status: number, message: string) => send(status, { error: { message, type: status === 429 ? 'rate_limit' : status >= 500 ? 'server_error' : 'invalid_request_error', code: status } });
     const path = (req.url ?? '/').split('?')[0];
     if (path === '/v1/models') {

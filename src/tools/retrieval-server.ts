@@ -9,7 +9,7 @@
  * Without return_scores each hit is the bare document, as Search-R1's server answers.
  */
 import * as http from 'node:http';
-import { listenOn, parseJsonObject, readBody, RequestError } from '../core/http-server';
+import { listenOn, parseJsonObject, readBody, RequestError, sendJson } from '../core/http-server';
 import type { Retriever } from './retriever';
 
 export interface RetrievalServerOptions {
@@ -51,13 +51,7 @@ export function createRetrievalServer(retriever: Retriever, options: RetrievalSe
     defaultTopk: options.defaultTopk ?? 3,
   };
   return http.createServer((req, res) => {
-    const send = (status: number, payload: unknown) => {
-      const text = JSON.stringify(payload);
-      const headers: http.OutgoingHttpHeaders = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) };
-      if (status === 413) headers['connection'] = 'close';
-      res.writeHead(status, headers);
-      res.end(text);
-    };
+    const send = (status: number, payload: unknown) => sendJson(res, status, payload);
     const path = (req.url ?? '/').split('?')[0];
     if (path !== '/retrieve') return send(404, { error: `no such endpoint ${path}; use POST /retrieve` });
     if (req.method !== 'POST') return send(405, { error: `method ${req.method} not allowed; use POST /retrieve` });
