@@ -86,5 +86,5 @@ export { renderReport } from './report';
 export type { ReportOptions } from './report';
 export { createRetrievalServer } from './tools';
 export type { RetrievalServerOptions } from './tools';
-export { createCompletionsServer, HttpCompletionsBackend, CompletionsBackendError } from './serve';
-export type { CompletionsServerOptions, HttpCompletionsOptions } from './serve';
+export { createCompletionsServer, HttpCompletionsBackend, CompletionsBackendError, connectCompletionsServers } from './serve';
+export type { CompletionsServerOptions, HttpCompletionsOptions, CompletionsApi, BackendStats, ServerBackendConfig } from './serve';

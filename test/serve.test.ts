@@ -70,16 +70,95 @@ describe('completions server (POST /v1/completions)', () => {
       Array.from(o.logprobs!).forEach((lp) => expect(lp <= 0 && Number.isFinite(lp)).toBe(true));
       expect(['stop', 'eos', 'length']).toContain(o.finishReason);
     });
-    // Raw answer: OpenAI shape, prompt_logprobs with a null first entry.
-    const { status, json } = await post({ model: 'mempo-tiny', prompt: ids, max_tokens: 2, logprobs: 0, seed: 1, prompt_logprobs: 0, return_tokens_as_token_ids: true });
+    // Raw answer: vLLM's shape, prompt_logprobs on the choice with a null first entry.
+    const { status, json } = await post({ model: 'mempo-tiny', prompt: ids, max_tokens: 2, logprobs: 0, seed: 1, prompt_logprobs: 0, return_tokens_as_token_ids: true, return_token_ids: true });
     expect(status).toBe(200);
     expect(json['object']).toBe('text_completion');
     const c = json['choices'][0];
     expect(c.token_ids.length).toBeLessThanOrEqual(2);
+    expect(c.prompt_token_ids).toEqual(ids);
     expect(c.logprobs.tokens).toEqual(c.token_ids.map((id: number) => `token_id:${id}`));
-    expect(json['prompt_logprobs'].length).toBe(ids.length);
-    expect(json['prompt_logprobs'][0]).toBeNull();
-    expect(typeof json['prompt_logprobs'][1][String(ids[1])].logprob).toBe('number');
+    expect(c.prompt_logprobs.length).toBe(ids.length);
+    expect(c.prompt_logprobs[0]).toBeNull();
+    expect(typeof c.prompt_logprobs[1][String(ids[1])].logprob).toBe('number');
+    expect(json['prompt_logprobs']).toBeUndefined();
+  });
+
+  it('answers a list of prompts with one choice per prompt and sample, in vLLM order', async () => {
+    const a = model.codec.encode('In which country is Mamek?');
+    const b = model.codec.encode('Hi');
+    const { status, json } = await post({ prompt: [a, b], n: 2, max_tokens: 3, temperature: 1, seed: 5, logprobs: 0, prompt_logprobs: 0 });
+    expect(status).toBe(200);
+    expect(json['choices'].map((c: any) => c.index)).toEqual([0, 1, 2, 3]);
+    expect(json['choices'].map((c: any) => c.prompt_logprobs.length)).toEqual([a.length, a.length, b.length, b.length]);
+    // Sample j of prompt p comes from stream p·n + j of the seed, as LocalModel samples request p·n + j.
+    const local = await model.generate([a, a, b, b].map((ids, i) => ({ ids, maxNewTokens: 3, tag: { uid: 'x', sample: i, round: 1 } })), { temperature: 1, topP: 1, topK: 0, seed: 5, stop: [] });
+    expect(json['choices'].map((c: any) => c.token_ids)).toEqual(local.map((g) => g.tokenIds));
+  });
+
+  it('serves SGLang /generate: output ids, logprob tuples, input logprobs from logprob_start_len', async () => {
+    const ids = model.codec.encode('Who published The Hollow Winter?');
+    const { status, json } = await post({ input_ids: ids, sampling_params: { max_new_tokens: 3, temperature: 0, stop: ['</answer>'] }, return_logprob: true, logprob_start_len: 2, return_text_in_logprobs: true }, '/generate');
+    expect(status).toBe(200);
+    expect(Array.isArray(json)).toBe(false);
+    const meta = json['meta_info'];
+    expect(json['output_ids'].length).toBeLessThanOrEqual(3);
+    expect(meta.output_token_logprobs.map((t: any[]) => t[1])).toEqual(json['output_ids']);
+    expect(meta.output_token_logprobs.every((t: any[]) => typeof t[0] === 'number' && typeof t[2] === 'string')).toBe(true);
+    expect(meta.input_token_logprobs.length).toBe(ids.length - 2);
+    expect(meta.input_token_logprobs[0][0]).toBeNull();
+    expect(meta.input_token_logprobs.map((t: any[]) => t[1])).toEqual(ids.slice(2));
+    const [ref] = await model.score([{ contextIds: ids.slice(0, 3), targetIds: ids.slice(3) }]);
+    meta.input_token_logprobs.slice(1).forEach((t: any[], i: number) => expect(Math.abs(t[0] - ref![i]!)).toBeLessThan(1e-4));
+    expect(meta).toMatchObject({ prompt_tokens: ids.length, completion_tokens: json['output_ids'].length });
+    expect(['stop', 'length']).toContain(meta.finish_reason.type);
+    // A batch of prompts (or n > 1) answers an array, one object per prompt and sample.
+    const batch = await post({ input_ids: [ids, ids.slice(0, 4)], sampling_params: { max_new_tokens: 2, n: 2 } }, '/generate');
+    expect(batch.status).toBe(200);
+    expect(Array.isArray(batch.json)).toBe(true);
+    expect((batch.json as unknown as unknown[]).length).toBe(4);
+    const bad: [unknown, string][] = [
+      [{ text: 'hello' }, '"text"'],
+      [{ input_ids: [1], sampling_params: { max_new_tokens: -1 } }, '"sampling_params.max_new_tokens"'],
+      [{ input_ids: [1], sampling_params: { frequency_penalty: 1 } }, '"sampling_params.frequency_penalty"'],
+      [{ input_ids: [1, 2], logprob_start_len: 2 }, '"logprob_start_len"'],
+      [{ input_ids: [[1, 2], [3]], logprob_start_len: [0] }, '"logprob_start_len"'],
+      [{ input_ids: [1], top_logprobs_num: 5 }, '"top_logprobs_num"'],
+      [{ input_ids: [1], stream: true }, '"stream"'],
+    ];
+    for (const [body, field] of bad) {
+      const r = await post(body, '/generate');
+      expect(r.status).toBe(400);
+      expect(r.json['error'].message).toContain(field);
+    }
+  });
+
+  it('scores and generates through the SGLang dialect as through vLLM', async () => {
+    const enc = (s: string) => model.codec.encode(s);
+    const items = [
+      { contextIds: enc('In which country is Mamek?'), targetIds: enc(' Mamek is in Thersekle.') },
+      { contextIds: enc('Hi'), targetIds: enc('!') },
+      { contextIds: enc('Who?'), targetIds: [] },
+    ];
+    const sg = new HttpCompletionsBackend([url], { api: 'sglang', model: 'mempo-tiny', codec: model.codec, maxContextTokens: model.maxContextTokens, scoreBatchSize: 2 });
+    const vl = new HttpCompletionsBackend([url], { model: 'mempo-tiny', codec: model.codec, maxContextTokens: model.maxContextTokens, scoreBatchSize: 1 });
+    const [a, b, local] = await Promise.all([sg.score(items), vl.score(items), model.score(items.slice(0, 2))]);
+    expect(a[2]!.length).toBe(0);
+    items.slice(0, 2).forEach((it, i) => {
+      expect(a[i]!.length).toBe(it.targetIds.length);
+      a[i]!.forEach((x, t) => {
+        expect(Math.abs(x - local[i]![t]!)).toBeLessThan(1e-4);
+        expect(Math.abs(x - b[i]![t]!)).toBeLessThan(1e-4);
+      });
+    });
+    expect(sg.urls).toEqual([`${url}/generate`]);
+    expect(sg.stats()).toMatchObject({ api: 'sglang', scoringRequests: 1, scoredItems: 2, failedRequests: 0 });
+    const reqs = [0, 1].map((k) => ({ ids: enc('In which country is Mamek?'), maxNewTokens: 8, tag: { uid: 'q', sample: k, round: 1 } }));
+    const params = { temperature: 1, topP: 1, topK: 0, seed: 11, stop: ['</search>', '</answer>'] };
+    const [g1, g2, g3] = await Promise.all([sg.generate(reqs, params), vl.generate(reqs, params), model.generate(reqs, params)]);
+    expect(g1.map((g) => g.tokenIds)).toEqual(g3.map((g) => g.tokenIds));
+    expect(g2.map((g) => g.tokenIds)).toEqual(g3.map((g) => g.tokenIds));
+    expect(g1.map((g) => g.finishReason)).toEqual(g3.map((g) => g.finishReason));
   });
 
   it('rejects bad requests with 400 naming the field', async () => {
@@ -94,6 +173,8 @@ describe('completions server (POST /v1/completions)', () => {
       [{ prompt: [1], stop: [3] }, '"stop"'],
       [{ prompt: [1], model: 'gpt-4' }, '"model"'],
       [{ prompt: [1], prompt_logprobs: 1.5 }, '"prompt_logprobs"'],
+      [{ prompt: [[1], 'x'] }, '"prompt[1]"'],
+      [{ prompt: [[1], [2]], n: 40 }, '"n"'],
     ];
     for (const [body, field] of cases) {
       const { status, json } = await post(body);
@@ -123,11 +204,29 @@ describe('completions server (POST /v1/completions)', () => {
     const item = [{ contextIds: [1, 2], targetIds: [3] }];
     await expect(mk('{oops').score(item)).rejects.toThrow(/127\.0\.0\.1:9\/v1\/completions \(scoring item 0\): the answer is not valid JSON/);
     await expect(mk(JSON.stringify({ model: 'x', choices: [] })).score(item)).rejects.toThrow(/\(scoring item 0\): the answer comes from model "x"/);
-    await expect(mk(JSON.stringify({ model: 'm', choices: [] })).score(item)).rejects.toThrow(/\(scoring item 0\): the answer has no "prompt_logprobs"/);
-    await expect(mk(JSON.stringify({ model: 'm', choices: [], prompt_logprobs: [null, { '2': { logprob: -1 } }, { '7': { logprob: -1 } }] })).score(item)).rejects.toThrow(/no log-prob for the requested token 3/);
+    await expect(mk(JSON.stringify({ model: 'm', choices: [] })).score(item)).rejects.toThrow(/\(scoring item 0\): 0 choices for 1 prompts/);
+    await expect(mk(JSON.stringify({ model: 'm', choices: [{ index: 0 }] })).score(item)).rejects.toThrow(/\(scoring item 0\): choice 0 has no "prompt_logprobs"/);
+    await expect(mk(JSON.stringify({ model: 'm', choices: [{ index: 0, prompt_logprobs: [null, { '2': { logprob: -1 } }, { '7': { logprob: -1 } }] }] })).score(item)).rejects.toThrow(/no log-prob for the requested token 3/);
+    // Several items per request: the error names the item, not only the request.
+    const two = [{ contextIds: [1, 2], targetIds: [3] }, { contextIds: [4], targetIds: [5] }];
+    const okThenBad = JSON.stringify({ model: 'm', choices: [{ index: 0, prompt_logprobs: [null, { '2': { logprob: -1 } }, { '3': { logprob: -1 } }] }, { index: 1, prompt_logprobs: [null, { '9': { logprob: -1 } }] }] });
+    await expect(mk(okThenBad).score(two)).rejects.toThrow(/127\.0\.0\.1:9\/v1\/completions \(scoring item 1\): prompt_logprobs\[1\] has no log-prob for the requested token 5/);
+    // SGLang answers: the ids must be the requested ones.
+    const sg = (payload: unknown) => new HttpCompletionsBackend(['http://127.0.0.1:9'], { api: 'sglang', model: 'm', codec: model.codec, maxContextTokens: 512, retries: 0, fetch: fake(JSON.stringify(payload)) });
+    await expect(sg([{ meta_info: { input_token_logprobs: [[null, 2, null], [-1, 4, null]] } }]).score(item)).rejects.toThrow(/127\.0\.0\.1:9\/generate \(scoring item 0\): input_token_logprobs\[1\] is for token 4, the request has 3 there/);
+    await expect(sg({ text: '' }).score(item)).rejects.toThrow(/answer 0 has no "meta_info"/);
     const gen = [{ ids: [1, 2], maxNewTokens: 2, tag: { uid: 'u', sample: 0, round: 1 } }];
     const params = { temperature: 1, topP: 1, topK: 0, seed: 0, stop: [] };
     await expect(mk(JSON.stringify({ model: 'm', choices: [{ token_ids: [4], finish_reason: 'length' }] })).generate(gen, params)).rejects.toThrow(/\(generation request 0 \(u sample 0 round 1\)\): missing or malformed logprobs/);
+    await expect(mk(JSON.stringify({ model: 'm', choices: [{ text: 'x', finish_reason: 'length', logprobs: { tokens: ['x'], token_logprobs: [-1] } }] })).generate(gen, params)).rejects.toThrow(/neither "token_ids" nor logprobs.tokens as "token_id:N"/);
+    await expect(mk(JSON.stringify({ model: 'm', choices: [{ token_ids: [4], prompt_token_ids: [1, 3], finish_reason: 'length', logprobs: { token_logprobs: [-1] } }] })).generate(gen, params)).rejects.toThrow(/"prompt_token_ids" do not match the 2 prompt tokens sent/);
+    // Older vLLM without token_ids: the ids come from logprobs.tokens ("token_id:N").
+    const [old] = await mk(JSON.stringify({ model: 'm', choices: [{ finish_reason: 'stop', logprobs: { tokens: ['token_id:4', 'token_id:0'], token_logprobs: [-1, -2] } }] })).generate(gen, params);
+    expect(old).toMatchObject({ tokenIds: [4, 0], finishReason: 'eos' });
+    await expect(sg({ output_ids: [5], meta_info: { finish_reason: { type: 'stop', matched: 5 }, output_token_logprobs: [[-1, 4, null]] } }).generate(gen, params)).rejects.toThrow(/\/generate \(generation request 0 \(u sample 0 round 1\)\): "output_ids" and meta_info.output_token_logprobs disagree/);
+    await expect(sg({ output_ids: [4], meta_info: { finish_reason: { type: 'abort', message: 'x' }, output_token_logprobs: [[-1, 4, null]] } }).generate(gen, params)).rejects.toThrow(/finish_reason \{"type":"abort","message":"x"\}/);
+    const [sgOk] = await sg({ output_ids: [4, 9], meta_info: { finish_reason: { type: 'length', length: 2 }, output_token_logprobs: [[-1, 4, null], [-0.5, 9, null]] } }).generate(gen, params);
+    expect(sgOk).toMatchObject({ tokenIds: [4, 9], finishReason: 'length' });
   });
 
   it('queues past max concurrency and answers 429 when the queue is full', async () => {
