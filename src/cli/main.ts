@@ -5,7 +5,7 @@
  */
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { MempoPipelineError } from '../tools/errors';
-import { addPipelineOptions, int, intOrNone, orNull, pipelineOptionsFromFlags } from './options';
+import { addPipelineOptions, addServerOptions, int, intOrNone, orNull, pipelineOptionsFromFlags, serverSettingsFromFlags } from './options';
 import { EMBEDDED } from './paths';
 import { executeRun, type RunIO, type RunSettings } from './run';
 import { Bm25Retriever } from '../tools/bm25';
@@ -37,6 +37,7 @@ function settingsFrom(kind: 'rollout' | 'eval', o: Record<string, unknown>): Run
     report: o['report'] !== false,
     reportQuestions: (o['reportQuestions'] as number | undefined) ?? 12,
     threads: (o['threads'] as number | undefined) ?? null,
+    server: serverSettingsFromFlags(o),
     options: pipelineOptionsFromFlags(o, kind === 'rollout'),
   };
 }
@@ -48,12 +49,13 @@ function common(cmd: Command, kind: 'rollout' | 'eval'): Command {
     .option('--shuffle', 'shuffle the questions with --seed before --offset / --limit (a mixed slice)')
     .option('--offset <n>', 'skip the first n questions', int(0), 0)
     .option('--limit <n>', "questions to run ('none' = all)", intOrNone, kind === 'eval' ? DEFAULT_EVAL_LIMIT : DEFAULT_ROLLOUT_LIMIT)
-    .option('--model <dir>', 'model directory (ONNX + tokenizer)', EMBEDDED.model())
+    .option('--model <dir>', 'model directory (ONNX + tokenizer; with --server only the tokenizer and config.json are read)', EMBEDDED.model())
     .option('--corpus <file>', 'JSONL corpus ({ id, title, contents }) for the local BM25 retriever (default: the embedded corpus)')
     .option('--retriever <url>', 'retrieval server (Search-R1 / ASearcher API: POST /retrieve) instead of the local corpus')
     .option('--threads <n>', 'ONNX Runtime intra-op threads (default: all cores)', int(1))
     .option('--quiet', 'no progress bars or messages on stderr')
     .option('--json', 'print summary.json (eval: the eval table) to stdout');
+  addServerOptions(cmd);
   // Evaluation runs longer than training rollouts (notes 0x05: 8 turns in training, up to 64 in evaluation).
   addPipelineOptions(cmd, kind === 'eval' ? { groupSize: 1, temperature: 0, memoryReward: false, maxTurns: 16, maxResponseTokens: 4096 } : {});
   return cmd;
@@ -111,8 +113,8 @@ export function buildProgram(io: RunIO, onDone: (code: number) => void): Command
       onDone(0);
     });
   const serve = new Command('serve')
-    .description('Serve the OpenAI / vLLM completions API subset (POST /v1/completions with token-id prompts, logprobs, prompt_logprobs; GET /v1/models) over a local model, until Ctrl-C.')
-    .option('--model <dir>', 'model directory (ONNX + tokenizer)', EMBEDDED.model())
+    .description("Serve a local model over HTTP until Ctrl-C: vLLM's completions API subset (POST /v1/completions with token-id prompts, n, seed, logprobs, prompt_logprobs; GET /v1/models) and SGLang's native POST /generate (input_ids, sampling_params, return_logprob, logprob_start_len), for mempo rollout --server.")
+    .option('--model <dir>', 'model directory (ONNX + tokenizer; with --server only the tokenizer and config.json are read)', EMBEDDED.model())
     .option('--host <host>', 'address to bind (loopback by default)', '127.0.0.1')
     .option('--port <n>', 'port (0: any free port)', int(0), 8001)
     .option('--max-concurrency <n>', 'requests run at once (the rest wait in a queue; 429 when it is full)', int(1), 1)
@@ -124,7 +126,7 @@ export function buildProgram(io: RunIO, onDone: (code: number) => void): Command
       const name = basename(dir.replace(/[\\/]+$/, ''));
       const server = createCompletionsServer(model, { modelName: name, maxConcurrency: opts['maxConcurrency'] as number, maxBodyBytes: opts['maxBody'] as number });
       const url = await listenCompletions(server, opts['port'] as number, opts['host'] as string);
-      io.stderr.write(`mempo serve: model "${name}" from ${dir}, listening on ${url}/v1/completions\n`);
+      io.stderr.write(`mempo serve: model "${name}" from ${dir}, listening on ${url} (POST /v1/completions, POST /generate)\n`);
       await new Promise<void>((resolve) => {
         const stop = () => {
           server.close(() => resolve());

@@ -4,6 +4,8 @@
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { resolveOptions, type PipelineOptions } from '../rollout/options';
+import { MempoPipelineError } from '../tools/errors';
+import type { CompletionsApi } from '../serve/client';
 
 const D = resolveOptions({});
 
@@ -119,4 +121,78 @@ export function pipelineOptionsFromFlags(o: Record<string, unknown>, memoryRewar
     reward: { formatScore: o['formatScore'], metric: o['metric'], requireAnswer: Boolean(o['requireAnswer']) },
     advantage: { eps: o['eps'], normByStd: o['normByStd'] !== false, memGrouping: o['memGrouping'], alpha: o['alpha'] },
   });
+}
+
+/** How `mempo rollout` / `mempo eval` reach inference servers (`--server ...`); null = the local model. */
+export interface ServerSettings {
+  urls: string[];
+  api: CompletionsApi;
+  /** --server-model; null = what GET /v1/models reports, else the --model directory's name. */
+  model: string | null;
+  maxInFlight: number;
+  timeoutMs: number;
+  retries: number;
+  backoffMs: number;
+  scoreBatchSize: number;
+  sendSeed: boolean;
+}
+
+export const SERVER_DEFAULTS = { api: 'vllm' as CompletionsApi, maxInFlight: 8, timeoutMs: 120_000, retries: 3, backoffMs: 200, scoreBatchSize: 8 };
+
+/** `--server` values: repeatable, each a URL or a comma-separated list of them. */
+export function serverUrlList(v: string, previous: unknown): string[] {
+  const list = v.split(',').map((u) => u.trim()).filter((u) => u.length > 0);
+  if (list.length === 0) throw new InvalidArgumentError('Expected an http(s) URL or a comma-separated list of them.');
+  for (const u of list) {
+    let p: URL | null;
+    try {
+      p = new URL(u);
+    } catch {
+      p = null;
+    }
+    if (p === null || (p.protocol !== 'http:' && p.protocol !== 'https:')) throw new InvalidArgumentError(`Expected an http(s) URL (e.g. http://127.0.0.1:8000), not ${JSON.stringify(u)}.`);
+  }
+  return [...(Array.isArray(previous) ? (previous as string[]) : []), ...list];
+}
+
+/** The inference-server flags of rollout and eval (no commander defaults: a flag given without --server is an error). */
+export function addServerOptions(cmd: Command): Command {
+  const d = SERVER_DEFAULTS;
+  cmd
+    .option('--server <url>', 'inference server(s) for generation AND memory-reward scoring (vLLM, SGLang or mempo serve); repeat the flag or comma-separate replicas. --model then provides only the tokenizer and config.json', serverUrlList)
+    .addOption(new Option('--server-api <api>', `server dialect: 'vllm' (POST /v1/completions) or 'sglang' (POST /generate) (default: ${d.api})`).choices(['vllm', 'sglang']))
+    .option('--server-model <name>', "model name sent to and checked against the server (default: the first model GET /v1/models lists on the first --server, else the --model directory's name)")
+    .option('--server-max-in-flight <n>', `most requests in flight per server (default: ${d.maxInFlight})`, int(1))
+    .option('--server-timeout <ms>', `per-request timeout (default: ${d.timeoutMs})`, int(1))
+    .option('--server-retries <n>', `retries of a failed request (429, 5xx, connection error, timeout), on the next server (default: ${d.retries})`, int(0))
+    .option('--server-backoff <ms>', `wait before the first retry, doubled per retry (default: ${d.backoffMs})`, int(0))
+    .option('--server-score-batch <n>', `memory-reward scoring items per request (default: ${d.scoreBatchSize})`, int(1))
+    .option('--no-server-seed', 'send no per-request sampling seed (vLLM seed / SGLang sampling_seed) to servers that reject it');
+  return cmd;
+}
+
+/** Commander's parsed server flags → settings (null without --server); a server flag without --server is an error naming it. */
+export function serverSettingsFromFlags(o: Record<string, unknown>): ServerSettings | null {
+  const urls = o['server'] as string[] | undefined;
+  const given: [string, string][] = [
+    ['serverApi', '--server-api'], ['serverModel', '--server-model'], ['serverMaxInFlight', '--server-max-in-flight'], ['serverTimeout', '--server-timeout'],
+    ['serverRetries', '--server-retries'], ['serverBackoff', '--server-backoff'], ['serverScoreBatch', '--server-score-batch'],
+  ];
+  if (urls === undefined) {
+    const stray = given.find(([k]) => o[k] !== undefined)?.[1] ?? (o['serverSeed'] === false ? '--no-server-seed' : undefined);
+    if (stray !== undefined) throw new MempoPipelineError('ERR_INVALID_OPTION', `${stray} needs --server URL (the inference server to use)`);
+    return null;
+  }
+  const d = SERVER_DEFAULTS;
+  return {
+    urls,
+    api: (o['serverApi'] as CompletionsApi | undefined) ?? d.api,
+    model: (o['serverModel'] as string | undefined) ?? null,
+    maxInFlight: (o['serverMaxInFlight'] as number | undefined) ?? d.maxInFlight,
+    timeoutMs: (o['serverTimeout'] as number | undefined) ?? d.timeoutMs,
+    retries: (o['serverRetries'] as number | undefined) ?? d.retries,
+    backoffMs: (o['serverBackoff'] as number | undefined) ?? d.backoffMs,
+    scoreBatchSize: (o['serverScoreBatch'] as number | undefined) ?? d.scoreBatchSize,
+    sendSeed: o['serverSeed'] !== false,
+  };
 }

@@ -9,7 +9,10 @@ import { isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { CausalLM, createRng } from '../runtime';
 import { mixSeed } from '../rollout/seed';
 import type { BatchRecord } from '../rollout/batch';
-import { LocalModel } from '../rollout/generator';
+import { LocalModel, type Generator, type TargetScorer } from '../rollout/generator';
+import { connectCompletionsServers } from '../serve/connect';
+import type { BackendStats, HttpCompletionsBackend } from '../serve/client';
+import type { ServerSettings } from './options';
 import { JsonlWriter, loadForResume, writeFileAtomic } from '../rollout/io';
 import type { PipelineOptions } from '../rollout/options';
 import { runPipeline } from '../rollout/pipeline';
@@ -46,6 +49,8 @@ export interface RunSettings {
   report: boolean;
   reportQuestions: number;
   threads: number | null;
+  /** Inference servers for generation and scoring (--server); null = the local model. */
+  server?: ServerSettings | null;
   options: PipelineOptions;
 }
 
@@ -54,6 +59,8 @@ export interface RunOutcome {
   eval: EvalReport | null;
   records: BatchRecord[];
   wallMs: number;
+  /** Requests, retries and failures per server (runs with --server). */
+  server: BackendStats | null;
 }
 
 /** The settings of a run that must match for --resume to continue it. */
@@ -66,6 +73,7 @@ function fingerprint(s: RunSettings): Record<string, unknown> {
     shuffle: s.shuffle,
     model: resolve(s.model),
     retriever: s.retriever ?? (s.corpus === null ? null : resolve(s.corpus)),
+    ...(s.server ? { server: { api: s.server.api, model: s.server.model } } : {}),
     options: s.options,
   };
 }
@@ -140,11 +148,31 @@ export async function executeRun(s: RunSettings, io: RunIO): Promise<RunOutcome>
   } else {
     retriever = Bm25Retriever.fromJsonl(s.corpus ?? EMBEDDED.corpus());
   }
-  const threads = s.threads ?? Math.max(1, availableParallelism());
-  const model = await CausalLM.load(s.model, { sessionOptions: { intraOpNumThreads: threads, interOpNumThreads: 1 } });
-  const local = new LocalModel(model, { scorerMaxBatchTokens: s.options.memory.scorerMaxBatchTokens });
+  let model: CausalLM | null = null;
+  let backend: HttpCompletionsBackend | null = null;
+  let engine: Generator & TargetScorer;
+  let source: string;
+  const srv = s.server ?? null;
+  if (srv !== null) {
+    // Generation and scoring over HTTP: the model directory gives only the tokenizer and config.json.
+    backend = await connectCompletionsServers({
+      urls: srv.urls, api: srv.api, model: srv.model, modelDir: s.model, maxInFlight: srv.maxInFlight, timeoutMs: srv.timeoutMs,
+      retries: srv.retries, backoffMs: srv.backoffMs, scoreBatchSize: srv.scoreBatchSize, sendSeed: srv.sendSeed,
+      log: (line) => log(io, s.quiet, `mempo ${s.kind}: ${line}`),
+    }).catch((err: Error) => {
+      if (!(err instanceof MempoPipelineError)) throw err;
+      throw new MempoPipelineError(err.code, `${err.message.startsWith('model ') ? '--server-model' : '--server'}: ${err.message}`);
+    });
+    engine = backend;
+    source = `${srv.api} server${backend.urls.length > 1 ? 's' : ''} ${backend.urls.join(', ')} (model "${backend.model}", tokenizer ${s.model})`;
+  } else {
+    const threads = s.threads ?? Math.max(1, availableParallelism());
+    model = await CausalLM.load(s.model, { sessionOptions: { intraOpNumThreads: threads, interOpNumThreads: 1 } });
+    engine = new LocalModel(model, { scorerMaxBatchTokens: s.options.memory.scorerMaxBatchTokens });
+    source = `model ${s.model}`;
+  }
   timings['load'] = performance.now() - tl;
-  log(io, s.quiet, `mempo ${s.kind}: ${questions.length} questions × ${s.options.rollout.groupSize} samples, model ${s.model}, retriever ${retriever.name}, context ${s.options.rollout.context}${out ? `, out ${out}` : ''}`);
+  log(io, s.quiet, `mempo ${s.kind}: ${questions.length} questions × ${s.options.rollout.groupSize} samples, ${source}, retriever ${retriever.name}, context ${s.options.rollout.context}${out ? `, out ${out}` : ''}`);
 
   const bars = progressBars(io.stderr, !s.quiet);
   const writer = batchPath === null ? null : new JsonlWriter(batchPath, true);
@@ -159,8 +187,8 @@ export async function executeRun(s: RunSettings, io: RunIO): Promise<RunOutcome>
   try {
     result = await runPipeline({
       questions,
-      generator: local,
-      scorer: s.options.memory.enabled ? local : null,
+      generator: engine,
+      scorer: s.options.memory.enabled ? engine : null,
       retriever,
       options: s.options,
       skipUids: skip,
@@ -171,7 +199,7 @@ export async function executeRun(s: RunSettings, io: RunIO): Promise<RunOutcome>
     process.removeListener('SIGINT', onSigint);
     bars.stop();
     writer?.close();
-    await model.dispose();
+    await model?.dispose();
   }
 
   // Records in question order (previous complete groups and this run's).
@@ -180,23 +208,24 @@ export async function executeRun(s: RunSettings, io: RunIO): Promise<RunOutcome>
   const tr = performance.now();
   const wallMs = performance.now() - t0;
   const summary = summarize(all, { stats: result.stats, newTrajectories: result.records.length, extraWallMs: { ...timings, run: wallMs } });
+  const serverStats = backend?.stats() ?? null;
   const ev = s.kind === 'eval' ? evalReport(all) : null;
   if (out !== null) {
-    writeFileAtomic(join(out, 'summary.json'), `${JSON.stringify(summary, null, 2)}\n`);
+    writeFileAtomic(join(out, 'summary.json'), `${JSON.stringify(serverStats ? { ...summary, server: serverStats } : summary, null, 2)}\n`);
     if (ev) writeFileAtomic(join(out, 'eval.json'), `${JSON.stringify(ev, null, 2)}\n`);
     if (s.report) {
-      const tok = model.tokenizer!;
+      const codec = engine.codec;
       const html = renderReport(all, {
-        pieceOf: (id) => tok.piece(id),
+        pieceOf: (id) => (codec.piece ? codec.piece(id) : codec.decode([id])),
         title: `mempo ${s.kind}: ${all.length} trajectories, ${summary.questions} questions`,
         maxQuestions: s.reportQuestions,
         summary,
-        notes: [`questions ${shown(s.questions)} · model ${shown(s.model)} · retriever ${retriever.name.replace(process.cwd() + sep, '')} · context ${s.options.rollout.context} · seed ${s.options.rollout.seed} · group size ${s.options.rollout.groupSize}`],
+        notes: [`questions ${shown(s.questions)} · model ${shown(s.model)}${backend ? ` via ${backend.api} ${backend.urls.join(', ')}` : ''} · retriever ${retriever.name.replace(process.cwd() + sep, '')} · context ${s.options.rollout.context} · seed ${s.options.rollout.seed} · group size ${s.options.rollout.groupSize}`],
       });
       writeFileAtomic(join(out, 'report.html'), html);
     }
   }
-  if (s.json) io.stdout.write(`${JSON.stringify(ev ?? summary, null, 2)}\n`);
+  if (s.json) io.stdout.write(`${JSON.stringify(ev ?? (serverStats ? { ...summary, server: serverStats } : summary), null, 2)}\n`);
   else if (ev) io.stdout.write(`${formatEvalReport(ev, `mempo eval (${s.options.rollout.context} context, temperature ${s.options.rollout.sampling.temperature})`)}\n`);
   else if (!s.quiet) {
     io.stdout.write(
@@ -205,6 +234,11 @@ export async function executeRun(s: RunSettings, io: RunIO): Promise<RunOutcome>
         `memory reward ${summary.memoryReward.mean?.toFixed(4) ?? '–'} ± ${summary.memoryReward.std?.toFixed(4) ?? '–'} (n=${summary.memoryReward.count}), ` +
         `${summary.tokensGenerated} tokens generated, ${(wallMs / 1000).toFixed(1)} s${out ? ` → ${out}` : ''}\n`,
     );
+  }
+  if (serverStats !== null && serverStats.endpoints.some((e) => e.failures > 0)) {
+    // Failed tries that a retry (maybe on another server) made good: say how many and where.
+    const where = serverStats.endpoints.filter((e) => e.failures > 0).map((e) => `${e.url}: ${e.failures} failed${e.cooldowns ? `, out of rotation ${e.cooldowns}×` : ''} (last: ${e.lastError})`);
+    io.stderr.write(`warning: ${serverStats.endpoints.reduce((a, e) => a + e.failures, 0)} of ${serverStats.requests} server requests failed and were retried (${serverStats.retries} retries); ${where.join('; ')}\n`);
   }
   const failed = result.records.filter((r) => r.error !== null);
   if (failed.length > 0 && failed.length === result.records.length) {
@@ -215,5 +249,5 @@ export async function executeRun(s: RunSettings, io: RunIO): Promise<RunOutcome>
     const first = all.find((r) => r.error !== null)?.error;
     io.stderr.write(`warning: ${summary.toolErrors} trajectories hit a tool failure and were excluded from advantages; first error: ${first}\n`);
   }
-  return { summary, eval: ev, records: all, wallMs };
+  return { summary, eval: ev, records: all, wallMs, server: serverStats };
 }

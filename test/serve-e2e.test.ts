@@ -1,0 +1,386 @@
+/**
+ * End to end over real HTTP: two `mempo serve` replicas and one `mempo serve-retriever`, spawned
+ * from the built CLI (dist/cli/main.js) on loopback ports, drive `mempo rollout --server ...` in
+ * both dialects (vLLM /v1/completions, SGLang /generate); the batch must equal, token for token,
+ * the in-process run with the same seed, greedy and sampled. Then faults through whole runs: a
+ * replica SIGKILLed mid-run, a replica answering 500 for a while, a retriever timing out.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { Writable } from 'node:stream';
+import { main } from '../src/cli/main';
+import { createRng } from '../src/runtime';
+import { streamSeed } from '../src/serve/client';
+
+const ROOT = resolve(__dirname, '..');
+const CLI = join(ROOT, 'dist', 'cli', 'main.js');
+
+// The replicas run the built CLI: it must be at least as new as the sources it is built from.
+function checkBuilt(): void {
+  if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run npm run build:ts first`);
+  const newest = ['serve/server.ts', 'serve/client.ts', 'cli/main.ts', 'tools/retrieval-server.ts'].map((f) => statSync(join(ROOT, 'src', f)).mtimeMs);
+  const built = ['serve/server.js', 'serve/client.js', 'cli/main.js', 'tools/retrieval-server.js'].map((f) => statSync(join(ROOT, 'dist', f)).mtimeMs);
+  if (newest.some((t, i) => t > built[i]!)) throw new Error('dist/ is older than src/: run npm run build:ts first');
+}
+
+interface Child {
+  proc: ChildProcess;
+  url: string;
+  stderr: () => string;
+}
+
+/** Spawns `node dist/cli/main.js ...args` and waits for its "listening on URL" line. */
+function startCli(args: string[]): Promise<Child> {
+  return new Promise((resolveChild, reject) => {
+    const proc = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, env: { ...process.env }, stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    const timer = setTimeout(() => reject(new Error(`mempo ${args.join(' ')} did not start within 60 s: ${err}`)), 60_000);
+    proc.stderr!.on('data', (c: Buffer) => {
+      err += c.toString();
+      const m = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(err);
+      if (m) {
+        clearTimeout(timer);
+        resolveChild({ proc, url: m[1]!, stderr: () => err });
+      }
+    });
+    proc.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      reject(new Error(`mempo ${args.join(' ')} exited (${code ?? signal}) before listening: ${err}`));
+    });
+  });
+}
+
+function stop(c: Child | undefined): Promise<void> {
+  if (c === undefined || c.proc.exitCode !== null || c.proc.signalCode !== null) return Promise.resolve();
+  return new Promise((r) => {
+    c.proc.once('exit', () => r());
+    c.proc.kill('SIGTERM');
+  });
+}
+
+/**
+ * A pass-through HTTP proxy whose `decide(n)` (n = 1, 2, ... per POST request) can answer an error,
+ * delay the request, or run an action before forwarding it. `close()` refuses new connections and
+ * drops open ones.
+ */
+interface Proxy {
+  url: string;
+  count: () => number;
+  close: () => Promise<void>;
+}
+type Decision = { status: number } | { delayMs: number } | { before: () => void } | null;
+async function proxy(target: string, decide: (n: number) => Decision): Promise<Proxy> {
+  let n = 0;
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const d = req.method === 'POST' ? decide(++n) : null;
+      if (d !== null && 'status' in d) {
+        res.writeHead(d.status, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ error: { message: `injected ${d.status}` } }));
+        return;
+      }
+      if (d !== null && 'before' in d) d.before();
+      const forward = () =>
+        fetch(target + (req.url ?? '/'), { method: req.method, headers: { 'content-type': 'application/json' }, body: req.method === 'POST' ? Buffer.concat(chunks) : undefined })
+          .then(async (r) => {
+            const body = await r.text();
+            if (res.destroyed) return;
+            res.writeHead(r.status, { 'content-type': 'application/json' });
+            res.end(body);
+          })
+          .catch(() => res.destroy());
+      if (d !== null && 'delayMs' in d) setTimeout(forward, d.delayMs);
+      else void forward();
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return {
+    url,
+    count: () => n,
+    close: () => new Promise<void>((r) => {
+      server.close(() => r());
+      server.closeAllConnections();
+    }),
+  };
+}
+
+function sink(): Writable & { text: () => string } {
+  const chunks: string[] = [];
+  const w = new Writable({ write(c: Buffer, _e, cb) { chunks.push(c.toString()); cb(); } }) as Writable & { text: () => string };
+  w.text = () => chunks.join('');
+  return w;
+}
+
+interface Rec {
+  uid: string;
+  sample: number;
+  promptIds: number[];
+  responseIds: number[];
+  responseMask: number[];
+  oldLogp: number[] | null;
+  rounds: { index: number; start: number; end: number; memSpan: [number, number] | null; memReward: number | null; pFull: number | null; pMem: number | null; action: string | null; query: string | null; answer: string | null; finishReason: string; observation: unknown }[];
+  score: number | null;
+  formatValid: boolean;
+  outcomeAdvantage: number[];
+  memoryAdvantage: number[];
+  advantages: number[];
+  text: string;
+  doneReason: string | null;
+  error: string | null;
+  excluded: boolean;
+}
+
+interface Run {
+  code: number;
+  err: string;
+  records: Rec[];
+  summary: Record<string, any>;
+  out: string;
+}
+
+const tmp = mkdtempSync(join(tmpdir(), 'mempo-serve-e2e-'));
+let runNo = 0;
+// 2 questions × 2 samples, at most 2 rounds of at most 40 tokens: small enough for this 2-core machine.
+const SMALL = ['--limit', '2', '-n', '2', '--max-turns', '2', '--max-round-tokens', '40', '--threads', '1', '--no-report', '--seed', '3'];
+
+async function rollout(args: string[]): Promise<Run> {
+  const out = join(tmp, `run-${++runNo}`);
+  const stdout = sink();
+  const stderr = sink();
+  const code = await main(['rollout', '--out', out, ...SMALL, ...args], { stdout, stderr });
+  const batch = join(out, 'batch.jsonl');
+  const records = existsSync(batch) ? readFileSync(batch, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Rec) : [];
+  const sp = join(out, 'summary.json');
+  const summary = existsSync(sp) ? (JSON.parse(readFileSync(sp, 'utf8')) as Record<string, any>) : {};
+  return { code, err: stderr.text(), records, summary, out };
+}
+
+const close = (a: number, b: number, tol: number) => Math.abs(a - b) <= tol;
+
+/** Every record is internally consistent: lengths, masks, rounds inside the response. */
+function expectWellFormed(records: Rec[]): void {
+  for (const r of records) {
+    const n = r.responseIds.length;
+    expect(r.responseMask.length).toBe(n);
+    expect(r.advantages.length).toBe(n);
+    if (r.oldLogp !== null) {
+      expect(r.oldLogp.length).toBe(n);
+      r.oldLogp.forEach((lp, k) => expect(r.responseMask[k] ? lp <= 0 && Number.isFinite(lp) : lp === 0).toBe(true));
+    }
+    let at = 0;
+    for (const round of r.rounds) {
+      expect(round.start).toBe(at);
+      expect(round.end).toBeGreaterThanOrEqual(round.start);
+      for (let k = round.start; k < round.end; k++) expect(r.responseMask[k]).toBe(1);
+      at = round.observation ? (round.observation as { end: number }).end : round.end;
+    }
+    expect(at).toBe(n);
+  }
+}
+
+/**
+ * `b` equals the in-process batch `a`: the same tokens, rounds, scores; log-probs, memory rewards
+ * and outcome advantages within 1e-4. Memory advantages are compared only in groups whose memory
+ * rewards differ by more than 1e-2: in a group of (near-)identical trajectories the rewards agree
+ * to ~1e-7 but the group std is ~1e-7 too, so (r - mean) / (std + 1e-6) turns float noise into
+ * advantages of up to ~0.1 — in-process scoring of identical items in different micro-batch
+ * positions already shows it.
+ */
+function expectSameBatch(a: Rec[], b: Rec[]): void {
+  expect(b.length).toBe(a.length);
+  expectWellFormed(b);
+  const spread = new Map<string, number>();
+  for (const uid of new Set(a.map((r) => r.uid))) {
+    const xs = a.filter((r) => r.uid === uid).flatMap((r) => r.rounds.map((q) => q.memReward).filter((x): x is number => x !== null));
+    spread.set(uid, xs.length ? Math.max(...xs) - Math.min(...xs) : 0);
+  }
+  a.forEach((x, i) => {
+    const y = b[i]!;
+    expect([y.uid, y.sample]).toEqual([x.uid, x.sample]);
+    expect(y.promptIds).toEqual(x.promptIds);
+    expect(y.responseIds).toEqual(x.responseIds);
+    expect(y.responseMask).toEqual(x.responseMask);
+    expect([y.text, y.score, y.formatValid, y.doneReason, y.error, y.excluded]).toEqual([x.text, x.score, x.formatValid, x.doneReason, x.error, x.excluded]);
+    expect(y.rounds.map((q) => [q.index, q.start, q.end, q.memSpan, q.action, q.query, q.answer, q.finishReason])).toEqual(
+      x.rounds.map((q) => [q.index, q.start, q.end, q.memSpan, q.action, q.query, q.answer, q.finishReason]),
+    );
+    x.rounds.forEach((q, k) => {
+      for (const f of ['memReward', 'pFull', 'pMem'] as const) {
+        const u = q[f];
+        const v = y.rounds[k]![f];
+        expect(u === null ? v === null : v !== null && close(u, v, 1e-4)).toBe(true);
+      }
+    });
+    expect(x.oldLogp!.every((lp, k) => close(lp, y.oldLogp![k]!, 1e-4))).toBe(true);
+    expect(x.outcomeAdvantage.every((v, k) => close(v, y.outcomeAdvantage[k]!, 1e-4))).toBe(true);
+    if (spread.get(x.uid)! > 1e-2) {
+      expect(x.memoryAdvantage.every((v, k) => close(v, y.memoryAdvantage[k]!, 1e-4))).toBe(true);
+      expect(x.advantages.every((v, k) => close(v, y.advantages[k]!, 1e-4))).toBe(true);
+    }
+  });
+}
+
+test('streamSeed(seed, i) starts stream 0 where createRng(seed, i) starts', () => {
+  for (const seed of [0, 1, 3, 0x7fffffff, 0xffffffff, 2 ** 40 + 12345]) {
+    for (const i of [0, 1, 2, 15, 63]) {
+      const a = createRng(seed, i);
+      const b = createRng(streamSeed(seed, i), 0);
+      expect(streamSeed(seed, i)).toBeLessThan(2 ** 32);
+      for (let k = 0; k < 5; k++) expect(b()).toBe(a());
+    }
+  }
+});
+
+describe('rollout over mempo serve replicas', () => {
+  let replicas: Child[] = [];
+  let retriever: Child | undefined;
+  let greedy: Run;
+  let sampled: Run;
+
+  beforeAll(async () => {
+    checkBuilt();
+    [replicas, retriever] = await Promise.all([
+      Promise.all([0, 1].map(() => startCli(['serve', '--port', '0', '--max-concurrency', '2']))),
+      startCli(['serve-retriever', '--port', '0']),
+    ]);
+    // The in-process references: the local model, the local BM25 corpus.
+    greedy = await rollout(['--temperature', '0', '--quiet']);
+    sampled = await rollout(['--temperature', '1', '--quiet']);
+    expect([greedy.code, sampled.code]).toEqual([0, 0]);
+    expect(greedy.records.length).toBe(4);
+  }, 120_000);
+
+  afterAll(async () => {
+    await Promise.all([...replicas, retriever].map(stop));
+  });
+
+  const servers = () => ['--server', `${replicas[0]!.url},${replicas[1]!.url}`];
+
+  for (const api of ['vllm', 'sglang']) {
+    test(`${api}: greedy and seeded sampling over two replicas give the in-process batch token for token`, async () => {
+      const g = await rollout(['--temperature', '0', ...servers(), '--server-api', api, '--retriever', retriever!.url]);
+      expect(g.code).toBe(0);
+      expect(g.err).toContain(`server model "mempo-tiny" (from ${replicas[0]!.url}/v1/models)`);
+      expectSameBatch(greedy.records, g.records);
+      const s = await rollout(['--temperature', '1', ...servers(), '--server-api', api, '--retriever', retriever!.url, '--quiet']);
+      expect(s.code).toBe(0);
+      expectSameBatch(sampled.records, s.records);
+      // Both replicas served requests; scoring went out in batches of several items.
+      const st = s.summary['server'];
+      expect(st).toMatchObject({ api, model: 'mempo-tiny', failedRequests: 0, retries: 0 });
+      expect(st.endpoints.map((e: any) => e.url)).toEqual(replicas.map((r) => (api === 'vllm' ? `${r.url}/v1/completions` : `${r.url}/generate`)));
+      for (const e of st.endpoints) expect(e.requests).toBeGreaterThan(0);
+      expect(st.scoredItems).toBe(s.summary['scoredItems']);
+      expect(st.scoringRequests).toBeLessThan(st.scoredItems);
+    }, 120_000);
+  }
+
+  test('bad server flags are errors naming the flag', async () => {
+    const r1 = await rollout(['--server', 'ftp://example.org']);
+    expect(r1.code).toBe(1);
+    expect(r1.err).toContain("option '--server <url>' argument 'ftp://example.org' is invalid");
+    const r2 = await rollout(['--server-api', 'sglang']);
+    expect(r2.code).toBe(2);
+    expect(r2.err).toContain('--server-api needs --server URL');
+    const r3 = await rollout([...servers(), '--server-api', 'openai']);
+    expect(r3.err).toContain("argument 'openai' is invalid. Allowed choices are vllm, sglang.");
+    const r4 = await rollout([...servers(), '--server-model', 'qwen']);
+    expect(r4.code).toBe(2);
+    expect(r4.err).toContain(`--server-model: model "qwen" is not served: ${replicas[0]!.url}/v1/models lists "mempo-tiny"`);
+    expect(existsSync(join(r4.out, 'batch.jsonl'))).toBe(false);
+  }, 60_000);
+
+  test('a replica SIGKILLed mid-run: the run finishes on the other, no trajectory lost', async () => {
+    const victim = await startCli(['serve', '--port', '0']);
+    // In front of the victim: after 3 requests went through, the 4th kills it and the proxy stops listening.
+    let killed = false;
+    const p = await proxy(victim.url, (n) => (n === 4 ? { before: () => { killed = true; victim.proc.kill('SIGKILL'); void p.close(); } } : null));
+    try {
+      const r = await rollout(['--temperature', '0', '--server', p.url, '--server', replicas[1]!.url, '--server-backoff', '10', '--quiet']);
+      expect(killed).toBe(true);
+      expect(r.code).toBe(0);
+      expectSameBatch(greedy.records, r.records);
+      const [dead, live] = r.summary['server'].endpoints;
+      expect(dead.failures).toBeGreaterThan(0);
+      expect(dead.lastError).toMatch(/connection failed/);
+      expect(live.failures).toBe(0);
+      expect(r.summary['server'].failedRequests).toBe(0);
+      expect(r.err).toMatch(/warning: \d+ of \d+ server requests failed and were retried/);
+    } finally {
+      await p.close();
+      await stop(victim);
+    }
+  }, 120_000);
+
+  test('a replica answering 500 for a while: retries and cooldown carry the run, the errors are reported', async () => {
+    const p = await proxy(replicas[0]!.url, (n) => (n <= 5 ? { status: 500 } : null));
+    try {
+      const r = await rollout(['--temperature', '0', '--server', `${p.url},${replicas[1]!.url}`, '--server-backoff', '10', '--quiet']);
+      expect(r.code).toBe(0);
+      expectSameBatch(greedy.records, r.records);
+      // At least 3 failures in a row took it out of rotation (requests already in flight there fail too);
+      // every failed try was retried once, on the other replica, and succeeded.
+      const st = r.summary['server'];
+      const bad = st.endpoints[0];
+      expect(bad.failures).toBeGreaterThanOrEqual(3);
+      expect(bad.failures).toBeLessThanOrEqual(5);
+      expect(bad.cooldowns).toBe(1);
+      expect(bad.lastError).toContain('HTTP 500: {"error":{"message":"injected 500"}}');
+      expect(st.endpoints[1].failures).toBe(0);
+      expect(st.retries).toBe(bad.failures);
+      expect(st.failedRequests).toBe(0);
+      expect(r.err).toContain(`warning: ${bad.failures} of ${st.requests} server requests failed and were retried (${bad.failures} retries); ${p.url}/v1/completions: ${bad.failures} failed, out of rotation 1×`);
+      // A lone replica that answers 500 twice: the retries go to it again and succeed.
+      const q = await proxy(replicas[1]!.url, (n) => (n <= 2 ? { status: 503 } : null));
+      try {
+        const lone = await rollout(['--temperature', '0', '--server', q.url, '--server-backoff', '10', '--quiet']);
+        expect(lone.code).toBe(0);
+        expectSameBatch(greedy.records, lone.records);
+        expect(lone.summary['server']).toMatchObject({ retries: 2, failedRequests: 0 });
+      } finally {
+        await q.close();
+      }
+    } finally {
+      await p.close();
+    }
+  }, 120_000);
+
+  test('the retriever timing out: those trajectories are tool failures excluded from advantages, the run completes whole', async () => {
+    // The first search request waits 1.5 s before it is forwarded; the client gives up after 400 ms.
+    const p = await proxy(retriever!.url.replace(/\/retrieve$/, ''), (n) => (n === 1 ? { delayMs: 1500 } : null));
+    try {
+      const r = await rollout([
+        '--temperature', '0', ...servers(), '--retriever', `${p.url}/retrieve`, '--retriever-timeout', '400', '--retriever-retries', '0', '--questions-per-batch', '1',
+      ]);
+      expect(r.code).toBe(0);
+      expect(r.records.length).toBe(4);
+      expectWellFormed(r.records);
+      const failed = r.records.filter((x) => x.error !== null);
+      expect(failed.length).toBeGreaterThan(0);
+      expect(failed.length).toBeLessThan(r.records.length);
+      for (const f of failed) {
+        expect(f).toMatchObject({ excluded: true, score: null, doneReason: 'tool-error' });
+        expect(f.error).toContain(`The retrieval server at ${p.url}/retrieve did not answer after 1 attempt (last error: no answer within 400 ms)`);
+        expect(f.advantages.every((v) => v === 0)).toBe(true);
+        expect(f.rounds.every((q) => q.memReward === null)).toBe(true);
+      }
+      // The first question's searches failed; the second's went through.
+      expect(new Set(failed.map((f) => f.uid)).size).toBe(1);
+      expect(r.summary['toolErrors']).toBe(failed.length);
+      expect(r.summary['excluded']).toBe(failed.length);
+      expect(r.err).toContain(`warning: ${failed.length} trajectories hit a tool failure and were excluded from advantages`);
+      // Nothing half-written: only whole files, no temporaries.
+      expect(readdirSync(r.out).sort()).toEqual(['batch.jsonl', 'run.json', 'summary.json']);
+      expect(readFileSync(join(r.out, 'batch.jsonl'), 'utf8').endsWith('\n')).toBe(true);
+    } finally {
+      await p.close();
+    }
+  }, 120_000);
+});
