@@ -121,6 +121,7 @@ describe('completions server (POST /v1/completions)', () => {
       [{ text: 'hello' }, '"text"'],
       [{ input_ids: [1], sampling_params: { max_new_tokens: -1 } }, '"sampling_params.max_new_tokens"'],
       [{ input_ids: [1], sampling_params: { frequency_penalty: 1 } }, '"sampling_params.frequency_penalty"'],
+      [{ input_ids: [1], sampling_params: { logit_bias: {} } }, '"sampling_params.logit_bias"'],
       [{ input_ids: [1, 2], logprob_start_len: 2 }, '"logprob_start_len"'],
       [{ input_ids: [[1, 2], [3]], logprob_start_len: [0] }, '"logprob_start_len"'],
       [{ input_ids: [1], top_logprobs_num: 5 }, '"top_logprobs_num"'],
@@ -175,6 +176,7 @@ describe('completions server (POST /v1/completions)', () => {
       [{ prompt: [1], prompt_logprobs: 1.5 }, '"prompt_logprobs"'],
       [{ prompt: [[1], 'x'] }, '"prompt[1]"'],
       [{ prompt: [[1], [2]], n: 40 }, '"n"'],
+      [{ prompt: [1], repetition_penalty: 1.05 }, '"repetition_penalty"'],
     ];
     for (const [body, field] of cases) {
       const { status, json } = await post(body);

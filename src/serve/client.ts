@@ -310,6 +310,8 @@ export class HttpCompletionsBackend implements Generator, TargetScorer {
               temperature: params.temperature,
               top_p: params.topP,
               top_k: params.topK > 0 ? params.topK : -1,
+              // Explicit, so that the model's generation_config.json defaults (e.g. Qwen's 1.05) do not apply.
+              repetition_penalty: 1,
               max_new_tokens: r.maxNewTokens,
               stop: [...params.stop],
               n: 1,
@@ -328,7 +330,9 @@ export class HttpCompletionsBackend implements Generator, TargetScorer {
           n: 1,
           temperature: params.temperature,
           top_p: params.topP,
-          ...(params.topK > 0 ? { top_k: params.topK } : {}),
+          // top_k and repetition_penalty explicit, so that the model's generation_config.json defaults do not apply.
+          top_k: params.topK > 0 ? params.topK : -1,
+          repetition_penalty: 1,
           max_tokens: r.maxNewTokens,
           stop: [...params.stop],
           include_stop_str_in_output: true,

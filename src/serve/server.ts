@@ -21,6 +21,9 @@
  *   GET /v1/models → { object: 'list', data: [{ id, object: 'model', max_model_len }] }
  *   GET /get_model_info, GET /health
  *
+ * repetition_penalty, frequency_penalty, presence_penalty and min_p are accepted (in either API)
+ * only at their neutral values; other /generate fields and sampling_params are refused by name.
+ *
  * Prompt log-probs are teacher-forced (the runtime scorer) log-probs of each prompt token given
  * the earlier ones. Sequence j of a request samples from stream j of its seed (vLLM `seed`,
  * SGLang `sampling_seed`; random when absent), as `LocalModel` samples request j of a call.
@@ -143,6 +146,14 @@ function parsePrompts(v: unknown, name: string, o: Limits): { prompts: number[][
   return { prompts: prompts as number[][], batch };
 }
 
+/** Sampling knobs mempo serve does not implement: accepted only at their neutral value. */
+const NEUTRAL: Record<string, number> = { repetition_penalty: 1, frequency_penalty: 0, presence_penalty: 0, min_p: 0 };
+function unsupportedUnlessNeutral(b: Record<string, unknown>, prefix: string): void {
+  for (const [k, v] of Object.entries(NEUTRAL)) {
+    if (b[k] !== undefined && b[k] !== null && b[k] !== v) throw bad(`${prefix}${k}`, `only ${v} is supported by mempo serve, received ${JSON.stringify(b[k])}`);
+  }
+}
+
 /** Seeds up to 2^53 - 1 (mempo's sampler mixes in the high part). */
 const MAX_SEED = Number.MAX_SAFE_INTEGER;
 
@@ -153,6 +164,7 @@ export function parseCompletionRequest(text: string, o: Limits): CompletionReque
   if (model !== undefined && model !== null && typeof model !== 'string') throw bad('model', 'expected a string');
   if (b['stream'] === true) throw bad('stream', 'streaming is not supported by mempo serve');
   const { prompts, batch } = parsePrompts(b['prompt'], 'prompt', o);
+  unsupportedUnlessNeutral(b, '');
   const n = optInt(b, 'n', 1, 1, o.maxN) as number;
   if (prompts.length * n > o.maxN) throw bad('n', `${prompts.length} prompts × n ${n} sequences; at most ${o.maxN} per request`);
   return {
@@ -176,6 +188,7 @@ export function parseCompletionRequest(text: string, o: Limits): CompletionReque
 
 const SAMPLING_KEYS = new Set([
   'max_new_tokens', 'temperature', 'top_p', 'top_k', 'stop', 'stop_token_ids', 'n', 'sampling_seed', 'skip_special_tokens', 'no_stop_trim',
+  ...Object.keys(NEUTRAL),
 ]);
 const GENERATE_KEYS = new Set([
   'input_ids', 'text', 'sampling_params', 'return_logprob', 'logprob_start_len', 'top_logprobs_num', 'return_text_in_logprobs', 'stream', 'rid', 'model',
@@ -192,6 +205,7 @@ export function parseGenerateRequest(text: string, o: Limits): GenerateRequest {
   if (typeof spv !== 'object' || spv === null || Array.isArray(spv)) throw bad('sampling_params', 'expected one object (per-prompt lists are not supported by mempo serve)');
   const sp = spv as Record<string, unknown>;
   for (const k of Object.keys(sp)) if (!SAMPLING_KEYS.has(k)) throw bad(`sampling_params.${k}`, 'not supported by mempo serve');
+  unsupportedUnlessNeutral(sp, 'sampling_params.');
   const n = optInt(sp, 'n', 1, 1, o.maxN, 'sampling_params.n') as number;
   if (prompts.length * n > o.maxN) throw bad('sampling_params.n', `${prompts.length} prompts × n ${n} sequences; at most ${o.maxN} per request`);
   const stopIds = sp['stop_token_ids'] ?? [];
