@@ -139,6 +139,17 @@ export function streamSeed(seed: number, stream: number): number {
   return (Math.floor(seed) ^ Math.imul(stream + 1, K) ^ Math.floor(seed / 4294967296) ^ K) >>> 0;
 }
 
+/**
+ * Sampling settings of scoring requests: temperature 1 and no top-p / top-k / penalty, so that
+ * servers that post-process log-probs (vLLM --logprobs-mode processed_logprobs, SGLang's
+ * temperature-normalised log-probs) still report the model's own log π. The one generated token
+ * is not used.
+ */
+const NEUTRAL_SCORING = {
+  vllm: { max_tokens: 1, temperature: 1, top_p: 1, top_k: -1, repetition_penalty: 1 },
+  sglang: { max_new_tokens: 1, temperature: 1, top_p: 1, top_k: -1, repetition_penalty: 1 },
+};
+
 const isTokenId = (x: unknown): x is number => typeof x === 'number' && Number.isInteger(x) && x >= 0;
 
 export class HttpCompletionsBackend implements Generator, TargetScorer {
@@ -460,7 +471,7 @@ export class HttpCompletionsBackend implements Generator, TargetScorer {
         if (this.api === 'sglang') {
           const body = {
             input_ids: group.map((x) => x.prompt),
-            sampling_params: { max_new_tokens: 1, temperature: 0 },
+            sampling_params: NEUTRAL_SCORING.sglang,
             return_logprob: true,
             logprob_start_len: group.map((x) => x.ctx - 1),
             stream: false,
@@ -485,8 +496,7 @@ export class HttpCompletionsBackend implements Generator, TargetScorer {
         const body = {
           model: this.model,
           prompt: group.map((x) => x.prompt),
-          max_tokens: 1,
-          temperature: 0,
+          ...NEUTRAL_SCORING.vllm,
           prompt_logprobs: 0,
           n: 1,
         };
