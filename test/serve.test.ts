@@ -6,6 +6,7 @@ import type { Server } from 'node:http';
 import { LocalModel } from '../src/rollout/generator';
 import { createCompletionsServer, listen } from '../src/serve/server';
 import { HttpCompletionsBackend } from '../src/serve/client';
+import { connectCompletionsServers } from '../src/serve/connect';
 import { MODEL_DIR } from './rollout-helpers';
 import { main } from '../src/cli/main';
 
@@ -229,6 +230,25 @@ describe('completions server (POST /v1/completions)', () => {
     await expect(sg({ output_ids: [4], meta_info: { finish_reason: { type: 'abort', message: 'x' }, output_token_logprobs: [[-1, 4, null]] } }).generate(gen, params)).rejects.toThrow(/finish_reason \{"type":"abort","message":"x"\}/);
     const [sgOk] = await sg({ output_ids: [4, 9], meta_info: { finish_reason: { type: 'length', length: 2 }, output_token_logprobs: [[-1, 4, null], [-0.5, 9, null]] } }).generate(gen, params);
     expect(sgOk).toMatchObject({ tokenIds: [4, 9], finishReason: 'length' });
+  });
+
+  it('connectCompletionsServers: model name from /v1/models, else the directory; a model not served is an error', async () => {
+    const lines: string[] = [];
+    const b = await connectCompletionsServers({ urls: `${url}/v1/completions, ${url}`, modelDir: MODEL_DIR, api: 'sglang', log: (l) => lines.push(l) });
+    expect(b.model).toBe('mempo-tiny');
+    expect(b.api).toBe('sglang');
+    expect(b.urls).toEqual([`${url}/generate`, `${url}/generate`]);
+    expect(b.maxContextTokens).toBe(model.maxContextTokens);
+    expect(b.codec.encode('Hi')).toEqual(model.codec.encode('Hi'));
+    expect(lines).toEqual([`server model "mempo-tiny" (from ${url}/v1/models)`]);
+    // /v1/models unreadable: the --model directory's name.
+    const down: typeof fetch = () => Promise.reject(new TypeError('fetch failed'));
+    const c = await connectCompletionsServers({ urls: ['http://127.0.0.1:9'], modelDir: MODEL_DIR, fetch: down, log: (l) => lines.push(l) });
+    expect(c.model).toBe('mempo-tiny');
+    expect(lines[1]).toBe('server model "mempo-tiny" (http://127.0.0.1:9/v1/models could not be read: fetch failed)');
+    await expect(connectCompletionsServers({ urls: [url], modelDir: MODEL_DIR, model: 'qwen' })).rejects.toThrow(`model "qwen" is not served: ${url}/v1/models lists "mempo-tiny"`);
+    await expect(connectCompletionsServers({ urls: 'localhost:8000', modelDir: MODEL_DIR })).rejects.toThrow('Expected an http(s) server URL (e.g. http://127.0.0.1:8000) but received "localhost:8000"');
+    await expect(connectCompletionsServers({ urls: [url] })).rejects.toThrow('needs modelDir (for the tokenizer) or codec');
   });
 
   it('queues past max concurrency and answers 429 when the queue is full', async () => {
