@@ -9,6 +9,8 @@ import { join } from 'node:path';
 import { observationSegment, renderMemoryContext, renderPrompt } from '../src/agent/protocol';
 import { runAgentLoop } from '../src/rollout/agent';
 import { toTensorBatch } from '../src/rollout/batch';
+import { PartialResultsError, type GenerateParams, type GenerationOutput, type GenerationRequest, type Generator, type RequestTag, type ScoringItem, type ScoringTag } from '../src/rollout/generator';
+import { summarize } from '../src/rollout/summary';
 import { resolveOptions } from '../src/rollout/options';
 import { runPipeline } from '../src/rollout/pipeline';
 import { readQuestions } from '../src/rollout/questions';
@@ -16,6 +18,37 @@ import { buildSnapshots, scoreBatch } from '../src/rollout/score';
 import { ScriptedGenerator } from '../src/rollout/scripted';
 import { renderSearchObservation } from '../src/tools/retriever';
 import { FakeRetriever, FakeScorer, Q1, Q2, answer, normalise, search, tokenizer } from './rollout-helpers';
+
+/** A generator whose requests for the tags `fails` picks fail for good, as HttpCompletionsBackend reports them. */
+class FailingGenerator implements Generator {
+  constructor(private readonly inner: Generator, private readonly fails: (tag: RequestTag) => boolean) {}
+  get codec() { return this.inner.codec; }
+  get maxContextTokens() { return this.inner.maxContextTokens; }
+  async generate(requests: readonly GenerationRequest[], params: GenerateParams): Promise<GenerationOutput[]> {
+    const outs = await this.inner.generate(requests, params);
+    const failures = new Map<number, string>();
+    requests.forEach((r, i) => {
+      if (this.fails(r.tag)) failures.set(i, `http://gpu:8000/v1/completions (generation request ${i} (${r.tag.uid} sample ${r.tag.sample} round ${r.tag.round})): the answer is not valid JSON: {oops`);
+    });
+    if (failures.size > 0) throw new PartialResultsError(outs.map((o, i) => (failures.has(i) ? undefined : o)), failures);
+    return outs;
+  }
+}
+
+/** FakeScorer whose items for the tags `fails` picks fail for good. */
+class FailingScorer extends FakeScorer {
+  constructor(private readonly fails: (tag: ScoringTag) => boolean) { super(); }
+  override async score(items: readonly ScoringItem[]): Promise<Float32Array[]> {
+    const out = await super.score(items);
+    const failures = new Map<number, string>();
+    items.forEach((it, k) => {
+      const t = it.tag!;
+      if (this.fails(t)) failures.set(k, `http://gpu:8000/v1/completions (scoring item ${k} (${t.uid} sample ${t.sample} round ${t.round}, ${t.context} context)): the answer comes from model "other"`);
+    });
+    if (failures.size > 0) throw new PartialResultsError(out.map((o, k) => (failures.has(k) ? undefined : o)), failures);
+    return out;
+  }
+}
 
 const obsFor = (q: string, topk = 3) => renderSearchObservation(
   [{ title: 'Mamek', contents: `Mamek is a city in Thersekle. (${q})`, score: 2 }, { title: 'Other', contents: 'Nothing here.', score: 1 }].slice(0, topk),
@@ -277,6 +310,57 @@ describe('scoring and advantages', () => {
     expect(recs[0]!.advantages[0]).toBeCloseTo(adv[0]!, 5);
     expect(recs[1]!.advantages[0]).toBeCloseTo(adv[1]!, 5);
     expect(res.stats.toolErrors).toBe(2);
+  });
+
+  test('a failed generation request or scoring item fails only its trajectory (backend-error), excluded like a tool failure', async () => {
+    const tok = await tokenizer();
+    const script = (tag: RequestTag) => (tag.round === 1 ? search('none', 'q') : answer('f', tag.sample === 1 ? 'Nope' : 'Thersekle'));
+    const options = { rollout: { groupSize: 4 } };
+    const clean = await runPipeline({ questions: [Q1], generator: new ScriptedGenerator(tok, script), scorer: new FakeScorer(), retriever: new FakeRetriever(), options });
+    // Sample 2's second round fails on the server; sample 3's memory-context scoring item does.
+    const gen = new FailingGenerator(new ScriptedGenerator(tok, script), (t) => t.sample === 2 && t.round === 2);
+    const scorer = new FailingScorer((t) => t.sample === 3 && t.context === 'memory');
+    const res = await runPipeline({ questions: [Q1], generator: gen, scorer, retriever: new FakeRetriever(), options });
+    const recs = res.records;
+    expect(recs.map((r) => [r.doneReason, r.excluded])).toEqual([['answer', false], ['answer', false], ['backend-error', true], ['backend-error', true]]);
+    expect(recs[2]!.error).toBe('http://gpu:8000/v1/completions (generation request 2 (q1 sample 2 round 2)): the answer is not valid JSON: {oops');
+    expect(recs[3]!.error).toBe('http://gpu:8000/v1/completions (scoring item 5 (q1 sample 3 round 2, memory context)): the answer comes from model "other"');
+    // The failed round is not recorded: sample 2 keeps round 1 and its observation, whole.
+    expect(recs[2]!.rounds).toHaveLength(1);
+    expect(recs[2]!.responseIds).toEqual(clean.records[2]!.responseIds.slice(0, recs[2]!.rounds[0]!.observation!.end));
+    expect(recs[3]!.responseIds).toEqual(clean.records[3]!.responseIds);
+    for (const r of recs.slice(2)) {
+      expect(r.score).toBeNull();
+      expect(r.advantages.every((x) => x === 0)).toBe(true);
+      expect(r.rounds.every((q) => q.memReward === null)).toBe(true);
+    }
+    // The other two: as in the clean run, normalised over the remaining samples (scores 1, 0).
+    for (const i of [0, 1]) {
+      expect(recs[i]!.responseIds).toEqual(clean.records[i]!.responseIds);
+      expect(recs[i]!.rounds.map((q) => q.memReward)).toEqual(clean.records[i]!.rounds.map((q) => q.memReward));
+      expect(recs[i]!.advantages[0]).toBeCloseTo(normalise([1, 0])[i]!, 5);
+    }
+    expect(res.stats).toMatchObject({ backendErrors: 2, toolErrors: 0 });
+    // Every item carried its tag; the one scorer call still held all 2M items.
+    expect(scorer.calls).toHaveLength(1);
+    expect(scorer.calls[0]!.map((it) => it.tag)).toEqual([0, 1, 3, 0, 1, 3].map((sample, k) => ({ uid: 'q1', sample, round: 2, context: k < 3 ? 'full' : 'memory' })));
+    expect(summarize(recs, null)).toMatchObject({ excluded: 2, toolErrors: 0, backendErrors: 2, doneReasons: { answer: 2, 'backend-error': 2 } });
+  });
+
+  test('a batch in which every trajectory failed on the server stops the run before its records are delivered; other errors stop it as before', async () => {
+    const tok = await tokenizer();
+    const script = (tag: RequestTag) => (tag.round === 1 ? search('none', 'q') : answer('f', 'Thersekle'));
+    const delivered: string[] = [];
+    const run = runPipeline({
+      questions: [Q1, Q2], generator: new FailingGenerator(new ScriptedGenerator(tok, script), (t) => t.uid === 'q2'), scorer: new FakeScorer(), retriever: new FakeRetriever(),
+      options: { rollout: { groupSize: 2, questionsPerBatch: 1 } }, onBatch: (recs) => { delivered.push(...recs.map((r) => `${r.uid}/${r.sample}`)); },
+    });
+    await expect(run).rejects.toThrow('batch 2 of 2: all 2 trajectories failed on the inference server, so the run stops (the batches before it were delivered; a resumed run redoes this one); first error: http://gpu:8000/v1/completions (generation request 0 (q2 sample 0 round 1)): the answer is not valid JSON');
+    await expect(run).rejects.toMatchObject({ code: 'ERR_BACKEND' });
+    expect(delivered).toEqual(['q1/0', 'q1/1']);
+    // Any other generator error (the in-process model's included) stops the run as it always did.
+    const broken: Generator = { codec: tok, maxContextTokens: 2048, generate: () => Promise.reject(new Error('onnxruntime: out of memory')) };
+    await expect(runPipeline({ questions: [Q1], generator: broken, scorer: null, retriever: new FakeRetriever(), options: { rollout: { groupSize: 2 } } })).rejects.toThrow('onnxruntime: out of memory');
   });
 
   test('scoreBatch without a scorer gives outcome advantages only', async () => {

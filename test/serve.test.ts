@@ -6,6 +6,7 @@ import type { Server } from 'node:http';
 import { LocalModel } from '../src/rollout/generator';
 import { createCompletionsServer, listen } from '../src/serve/server';
 import { HttpCompletionsBackend } from '../src/serve/client';
+import { PartialResultsError } from '../src/rollout/generator';
 import { connectCompletionsServers } from '../src/serve/connect';
 import { MODEL_DIR } from './rollout-helpers';
 import { main } from '../src/cli/main';
@@ -230,6 +231,44 @@ describe('completions server (POST /v1/completions)', () => {
     await expect(sg({ output_ids: [4], meta_info: { finish_reason: { type: 'abort', message: 'x' }, output_token_logprobs: [[-1, 4, null]] } }).generate(gen, params)).rejects.toThrow(/finish_reason \{"type":"abort","message":"x"\}/);
     const [sgOk] = await sg({ output_ids: [4, 9], meta_info: { finish_reason: { type: 'length', length: 2 }, output_token_logprobs: [[-1, 4, null], [-0.5, 9, null]] } }).generate(gen, params);
     expect(sgOk).toMatchObject({ tokenIds: [4, 9], finishReason: 'length' });
+  });
+
+  it('a request that fails for good fails only its own generation or scoring items: the others come back with PartialResultsError', async () => {
+    // A fake server: generation requests whose prompt ends in 7 get a malformed answer, scoring requests
+    // with a prompt starting [9, ...] another model's name; everything else a valid answer.
+    const calls: any[] = [];
+    const f: typeof fetch = async (_u, init) => {
+      const b = JSON.parse(String(init!.body));
+      calls.push(b);
+      const lists: number[][] = Array.isArray(b.prompt[0]) ? b.prompt : [b.prompt];
+      if (b.prompt_logprobs === 0) {
+        if (lists.some((p) => p[0] === 9)) return new Response(JSON.stringify({ model: 'other', choices: [] }), { status: 200 });
+        const choices = lists.map((p, index) => ({ index, prompt_logprobs: p.map((id, k) => (k === 0 ? null : { [String(id)]: { logprob: -0.5 } })) }));
+        return new Response(JSON.stringify({ model: 'm', choices }), { status: 200 });
+      }
+      if (b.prompt[b.prompt.length - 1] === 7) return new Response('{"model": "m", "choices": [', { status: 200 });
+      return new Response(JSON.stringify({ model: 'm', choices: [{ token_ids: [4, 5], finish_reason: 'length', logprobs: { token_logprobs: [-1, -2] } }] }), { status: 200 });
+    };
+    const b = new HttpCompletionsBackend(['http://127.0.0.1:9'], { model: 'm', codec: model.codec, maxContextTokens: 512, retries: 0, scoreBatchSize: 2, fetch: f });
+    const gen = [[1, 2], [1, 7], [3]].map((ids, k) => ({ ids, maxNewTokens: 2, tag: { uid: 'u', sample: k, round: 1 } }));
+    const err = await b.generate(gen, { temperature: 1, topP: 1, topK: 0, seed: 0, stop: [] }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(PartialResultsError);
+    const pe = err as PartialResultsError<{ tokenIds: number[] }>;
+    expect(pe.results.map((r) => r?.tokenIds ?? null)).toEqual([[4, 5], null, [4, 5]]);
+    expect([...pe.failures]).toEqual([[1, 'http://127.0.0.1:9/v1/completions (generation request 1 (u sample 1 round 1)): the answer is not valid JSON: {"model": "m", "choices": [']]);
+    expect(pe.message).toBe(`1 of 3 generation requests failed; first: ${pe.failures.get(1)}`);
+    // Scoring in requests of two items: items 2 and 3 share a request answered by another model: both fail, each named.
+    const tag = (k: number) => ({ uid: 'u', sample: k, round: 2, context: 'full' as const });
+    const items = [[1, 2], [3], [9, 1], [4], [5]].map((c, k) => ({ contextIds: c, targetIds: [6, 7], tag: tag(k) }));
+    const se = (await b.score(items).catch((e: unknown) => e)) as PartialResultsError<Float32Array>;
+    expect(se).toBeInstanceOf(PartialResultsError);
+    expect(se.results.map((r) => (r ? Array.from(r) : null))).toEqual([[-0.5, -0.5], [-0.5, -0.5], null, null, [-0.5, -0.5]]);
+    expect([...se.failures.keys()]).toEqual([2, 3]);
+    expect(se.failures.get(2)).toBe('scoring item 2 (u sample 2 round 2, full context): http://127.0.0.1:9/v1/completions (scoring items 2..3): the answer comes from model "other", expected "m"');
+    expect(se.failures.get(3)).toContain('scoring item 3 (u sample 3 round 2, full context): http://127.0.0.1:9/v1/completions (scoring items 2..3)');
+    expect(b.stats()).toMatchObject({ failedRequests: 2, failedGenerations: 1, failedItems: 2, generationRequests: 3, scoringRequests: 3, scoredItems: 5 });
+    // Every request went out (the failure of one did not abandon the others).
+    expect(calls.length).toBe(6);
   });
 
   it('connectCompletionsServers: model name from /v1/models, else the directory; a model not served is an error', async () => {

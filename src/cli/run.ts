@@ -243,11 +243,19 @@ export async function executeRun(s: RunSettings, io: RunIO): Promise<RunOutcome>
   const failed = result.records.filter((r) => r.error !== null);
   if (failed.length > 0 && failed.length === result.records.length) {
     // Nothing usable came out of this run: say why and fail (the files are written all the same).
-    throw new MempoPipelineError('ERR_RETRIEVER_DOWN', `every trajectory hit a tool failure: ${failed[0]!.error}`);
+    const onServer = failed.filter((r) => r.doneReason === 'backend-error');
+    const tool = failed.find((r) => r.doneReason !== 'backend-error');
+    if (tool === undefined) throw new MempoPipelineError('ERR_BACKEND', `every trajectory failed on the inference server: ${failed[0]!.error}`);
+    if (onServer.length === 0) throw new MempoPipelineError('ERR_RETRIEVER_DOWN', `every trajectory hit a tool failure: ${tool.error}`);
+    throw new MempoPipelineError('ERR_RETRIEVER_DOWN', `every trajectory failed (${failed.length - onServer.length} on a tool, ${onServer.length} on the inference server); first tool error: ${tool.error}; first server error: ${onServer[0]!.error}`);
   }
   if (summary.toolErrors > 0) {
-    const first = all.find((r) => r.error !== null)?.error;
+    const first = all.find((r) => r.error !== null && r.doneReason !== 'backend-error')?.error;
     io.stderr.write(`warning: ${summary.toolErrors} trajectories hit a tool failure and were excluded from advantages; first error: ${first}\n`);
+  }
+  if (summary.backendErrors > 0) {
+    const first = all.find((r) => r.doneReason === 'backend-error')?.error;
+    io.stderr.write(`warning: ${summary.backendErrors} trajectories failed on the inference server (an answer missing or wrong) and were excluded from advantages; first error: ${first}\n`);
   }
   return { summary, eval: ev, records: all, wallMs, server: serverStats };
 }

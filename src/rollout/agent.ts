@@ -1,6 +1,7 @@
 /**
  * The agent loop (SPEC §1-§2): one state machine per trajectory,
- * GENERATING → TOOL_CALLING → GENERATING → … → DONE (or ERROR when the tool fails), `n`
+ * GENERATING → TOOL_CALLING → GENERATING → … → DONE (or ERROR when the tool fails, or when an
+ * inference server's answer to the trajectory's request is missing or wrong), `n`
  * samples per question sharing the question's uid, every question of a batch in flight at
  * once. Each step sends the generation requests of all live trajectories to the generator in
  * one call, then answers all their searches in one retriever call.
@@ -12,7 +13,7 @@ import { AgentMemory } from '../memory/agent-memory';
 import { MempoPipelineError } from '../tools/errors';
 import { parseRoundOutput, type Violation } from '../tools/parse';
 import { renderSearchObservation, type Retriever } from '../tools/retriever';
-import type { GenerationFinish, GenerationOutput, GenerationRequest, Generator, TextCodec } from './generator';
+import { PartialResultsError, type GenerationFinish, type GenerationOutput, type GenerationRequest, type Generator, type TextCodec } from './generator';
 import type { PipelineOptions } from './options';
 import type { Question } from './questions';
 import { mixSeed } from './seed';
@@ -27,7 +28,9 @@ export type DoneReason =
   | 'eos'
   | 'no-action'
   | 'context'
-  | 'tool-error';
+  | 'tool-error'
+  /** The generator or scorer failed for good on this trajectory's request or item (see PartialResultsError). */
+  | 'backend-error';
 
 export interface ObservationTrace {
   /** [start, end) of the observation segment ("\n<information>…</information>\n") in the response. */
@@ -84,6 +87,8 @@ export interface AgentLoopStats {
   observationTokens: number;
   searches: number;
   toolErrors: number;
+  /** Trajectories whose generation request failed for good on the inference server. */
+  backendErrors: number;
   generateMs: number;
   toolMs: number;
 }
@@ -151,7 +156,7 @@ export function roundContext(t: Trajectory, codec: TextCodec, options: PipelineO
 }
 
 function finish(t: Trajectory, reason: DoneReason, hooks: AgentLoopHooks | undefined): void {
-  t.state = reason === 'tool-error' ? 'error' : 'done';
+  t.state = reason === 'tool-error' || reason === 'backend-error' ? 'error' : 'done';
   t.doneReason = reason;
   t.pendingQuery = null;
   hooks?.onDone?.(t);
@@ -254,7 +259,7 @@ export async function runAgentLoop(input: AgentLoopInput): Promise<{ trajectorie
   const r = options.rollout;
   const trajectories: Trajectory[] = [];
   for (const q of input.questions) for (let s = 0; s < r.groupSize; s++) trajectories.push(newTrajectory(q, s, codec, options));
-  const stats: AgentLoopStats = { steps: 0, rounds: 0, generatedTokens: 0, observationTokens: 0, searches: 0, toolErrors: 0, generateMs: 0, toolMs: 0 };
+  const stats: AgentLoopStats = { steps: 0, rounds: 0, generatedTokens: 0, observationTokens: 0, searches: 0, toolErrors: 0, backendErrors: 0, generateMs: 0, toolMs: 0 };
   const batchIndex = input.batchIndex ?? 0;
 
   for (let step = 0; ; step++) {
@@ -275,18 +280,33 @@ export async function runAgentLoop(input: AgentLoopInput): Promise<{ trajectorie
     if (live.length === 0) break;
     stats.steps++;
     const t0 = performance.now();
-    const outs = await generator.generate(requests, {
-      temperature: r.sampling.temperature,
-      topP: r.sampling.topP,
-      topK: r.sampling.topK,
-      seed: mixSeed(r.seed, batchIndex, step),
-      stop: STOP_STRINGS,
-      maxBatchSize: r.maxGenerateBatch,
-    });
+    let outs: ReadonlyArray<GenerationOutput | undefined>;
+    let failures: ReadonlyMap<number, string> = new Map();
+    try {
+      outs = await generator.generate(requests, {
+        temperature: r.sampling.temperature,
+        topP: r.sampling.topP,
+        topK: r.sampling.topK,
+        seed: mixSeed(r.seed, batchIndex, step),
+        stop: STOP_STRINGS,
+        maxBatchSize: r.maxGenerateBatch,
+      });
+    } catch (err) {
+      // Some requests failed for good (a server's answer missing or wrong): only their trajectories fail.
+      if (!(err instanceof PartialResultsError) || err.results.length !== live.length) throw err;
+      outs = err.results as ReadonlyArray<GenerationOutput | undefined>;
+      failures = err.failures;
+    }
     stats.generateMs += performance.now() - t0;
     if (outs.length !== live.length) throw new Error(`The generator returned ${outs.length} results for ${live.length} requests`);
     live.forEach((t, i) => {
-      const out = outs[i]!;
+      const out = outs[i];
+      if (out === undefined || failures.has(i)) {
+        t.error = failures.get(i) ?? `the generator returned no result for request ${i} (${t.uid} sample ${t.sample} round ${t.rounds.length + 1})`;
+        stats.backendErrors++;
+        finish(t, 'backend-error', hooks);
+        return;
+      }
       stats.rounds++;
       stats.generatedTokens += out.tokenIds.length;
       applyGeneration(t, out, requests[i]!.ids.length, codec, ids, options, hooks);

@@ -51,7 +51,7 @@ export interface BatchRecord {
   advantages: number[];
   text: string;
   doneReason: DoneReason | null;
-  /** A tool failure: the trajectory is excluded from advantages. */
+  /** A tool failure, or a failed request / scoring item on the inference server ('backend-error'), naming the server and the item: the trajectory is excluded from advantages. */
   error: string | null;
   excluded: boolean;
 }
@@ -127,7 +127,7 @@ export interface TensorBatch {
   memoryAdvantages: Float32Array;
   oldLogp: Float32Array;
   scores: Float32Array;
-  /** 1 when the row was excluded (tool failure): its advantages are 0. */
+  /** 1 when the row was excluded (tool or inference-server failure): its advantages are 0. */
   excluded: Uint8Array;
 }
 

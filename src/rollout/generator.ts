@@ -59,9 +59,36 @@ export interface Generator {
   generate(requests: readonly GenerationRequest[], params: GenerateParams): Promise<GenerationOutput[]>;
 }
 
+/** Which trajectory, round and context a scoring item belongs to (for error messages). */
+export interface ScoringTag extends RequestTag {
+  /** SPEC §2: the full context or the memory context of the round's snapshot. */
+  context: 'full' | 'memory';
+}
+
 export interface ScoringItem {
   contextIds: readonly number[];
   targetIds: readonly number[];
+  tag?: ScoringTag;
+}
+
+/**
+ * Thrown by a `Generator` or `TargetScorer` when some requests (or scoring items) of a call failed
+ * for good and the others succeeded: `results[i]` is the result of request / item i, undefined
+ * where it failed, and `failures` maps each failed index to an error naming the server and the
+ * request or item. The rollout records only the trajectories concerned as failed
+ * (`doneReason: 'backend-error'`, excluded from advantages) and goes on with the rest; any other
+ * error from a generator or scorer stops the run.
+ */
+export class PartialResultsError<T> extends Error {
+  constructor(
+    readonly results: ReadonlyArray<T | undefined>,
+    readonly failures: ReadonlyMap<number, string>,
+    what = 'requests',
+  ) {
+    const first = failures.values().next().value as string | undefined;
+    super(`${failures.size} of ${results.length} ${what} failed${first === undefined ? '' : `; first: ${first}`}`);
+    this.name = 'PartialResultsError';
+  }
 }
 
 export interface TargetScorer {

@@ -6,9 +6,9 @@ export { runPipeline, questionBatches } from './pipeline';
 export type { PipelineInput, PipelineResult, PipelineStats, ProgressSink, StageTimes } from './pipeline';
 export { runAgentLoop, applyGeneration, applyObservation, newTrajectory, roundContext, protocolIds } from './agent';
 export type { Trajectory, RoundTrace, ObservationTrace, TrajectoryState, DoneReason, AgentLoopInput, AgentLoopStats, AgentLoopHooks } from './agent';
-export { LocalModel } from './generator';
+export { LocalModel, PartialResultsError } from './generator';
 export type {
-  Generator, TargetScorer, TextCodec, GenerationRequest, GenerationOutput, GenerateParams, GenerationFinish, RequestTag, ScoringItem, LocalModelOptions,
+  Generator, TargetScorer, TextCodec, GenerationRequest, GenerationOutput, GenerateParams, GenerationFinish, RequestTag, ScoringItem, ScoringTag, LocalModelOptions,
 } from './generator';
 export { ScriptedGenerator } from './scripted';
 export type { ScriptFn } from './scripted';

@@ -5,6 +5,12 @@
  * batch in flight together, one scorer call per batch), so a batch depends only on the
  * options, its questions and the seed: the same seed reproduces the same batch, and a resumed
  * run regenerates an interrupted batch exactly.
+ *
+ * A generation request or scoring item that fails for good on an inference server (the
+ * generator / scorer throws `PartialResultsError`) fails only its trajectory ('backend-error',
+ * excluded like a tool failure). A batch in which every trajectory failed that way stops the run
+ * (`ERR_BACKEND`) before its records are delivered: the servers are down or misconfigured, and a
+ * resumed run redoes that batch.
  */
 import { runAgentLoop, type AgentLoopStats } from './agent';
 import { toBatchRecord, type BatchRecord } from './batch';
@@ -12,6 +18,7 @@ import type { Generator, TargetScorer } from './generator';
 import { resolveOptions, type PipelineOptions, type PipelineOptionsInput } from './options';
 import { checkQuestions, type Question } from './questions';
 import { scoreBatch } from './score';
+import { MempoPipelineError } from '../tools/errors';
 import type { Retriever } from '../tools/retriever';
 
 export interface ProgressSink {
@@ -80,7 +87,7 @@ export async function runPipeline(input: PipelineInput): Promise<PipelineResult>
   progress?.onPlan?.({ questions: questions.length - skipped, trajectories: (questions.length - skipped) * n, batches: batches.filter((qs) => !qs.every((q) => skip.has(q.id))).length, skippedQuestions: skipped });
 
   const stats: PipelineStats = {
-    steps: 0, rounds: 0, generatedTokens: 0, observationTokens: 0, searches: 0, toolErrors: 0,
+    steps: 0, rounds: 0, generatedTokens: 0, observationTokens: 0, searches: 0, toolErrors: 0, backendErrors: 0,
     batches: 0, skippedBatches: 0, snapshots: 0, scoredItems: 0, scorerCalls: 0,
     times: { generateMs: 0, toolMs: 0, scoreMs: 0, advantageMs: 0, writeMs: 0, totalMs: 0 },
   };
@@ -112,7 +119,7 @@ export async function runPipeline(input: PipelineInput): Promise<PipelineResult>
       },
     });
     stats.batches++;
-    for (const k of ['steps', 'rounds', 'generatedTokens', 'observationTokens', 'searches', 'toolErrors'] as const) stats[k] += ls[k];
+    for (const k of ['steps', 'rounds', 'generatedTokens', 'observationTokens', 'searches', 'toolErrors', 'backendErrors'] as const) stats[k] += ls[k];
     stats.times.generateMs += ls.generateMs;
     stats.times.toolMs += ls.toolMs;
 
@@ -122,9 +129,17 @@ export async function runPipeline(input: PipelineInput): Promise<PipelineResult>
     stats.snapshots += ss.snapshots;
     stats.scoredItems += ss.scoredItems;
     stats.scorerCalls += ss.scorerCalls;
+    stats.backendErrors += ss.backendErrors;
     stats.times.scoreMs += ss.scoreMs;
     stats.times.advantageMs += ss.advantageMs;
 
+    if (trajectories.length > 0 && trajectories.every((t) => t.doneReason === 'backend-error')) {
+      throw new MempoPipelineError(
+        'ERR_BACKEND',
+        `batch ${b + 1} of ${batches.length}: all ${trajectories.length} trajectories failed on the inference server, so the run stops ` +
+          `(${b === 0 ? 'no batch was finished' : 'the batches before it were delivered'}; a resumed run redoes this one); first error: ${trajectories[0]!.error}`,
+      );
+    }
     const out = scored.filter((s) => fresh.has(s.trajectory.uid)).map((s) => toBatchRecord(s, options.memory.memSpan));
     const tw = performance.now();
     if (input.onBatch) await input.onBatch(out, b);

@@ -2,7 +2,8 @@
  * Scoring of finished trajectories: outcome reward (SPEC §3), per-round snapshots (SPEC §2),
  * memory rewards with all 2M items of a batch in ONE scorer call (SPEC §4), and the outcome,
  * memory and final advantages through the kernel API (SPEC §5). Trajectories that hit a tool
- * failure are excluded: their group is normalised over the remaining samples.
+ * failure, or whose generation request or scoring item failed on the inference server, are
+ * excluded: their group is normalised over the remaining samples.
  */
 import { maxOf } from './util';
 import { EOS_TOKEN, IM_END, IM_START } from '../agent/protocol';
@@ -10,7 +11,7 @@ import { finalAdvantage, grpoOutcomeAdvantage, memoryAdvantage } from '../advant
 import { computeScore, validateFormat } from '../rewards';
 import { memoryRewards } from '../scoring';
 import type { Trajectory } from './agent';
-import type { TargetScorer, TextCodec } from './generator';
+import { PartialResultsError, type ScoringItem, type TargetScorer, type TextCodec } from './generator';
 import type { PipelineOptions } from './options';
 
 export interface Snapshot {
@@ -54,6 +55,8 @@ export interface ScoreStats {
   snapshots: number;
   scoredItems: number;
   scorerCalls: number;
+  /** Trajectories excluded because one of their scoring items failed on the scorer. */
+  backendErrors: number;
   scoreMs: number;
   advantageMs: number;
 }
@@ -124,7 +127,7 @@ export async function scoreBatch(
   scorer: TargetScorer | null,
   options: PipelineOptions,
 ): Promise<{ scored: ScoredTrajectory[]; snapshots: Snapshot[]; stats: ScoreStats }> {
-  const stats: ScoreStats = { snapshots: 0, scoredItems: 0, scorerCalls: 0, scoreMs: 0, advantageMs: 0 };
+  const stats: ScoreStats = { snapshots: 0, scoredItems: 0, scorerCalls: 0, backendErrors: 0, scoreMs: 0, advantageMs: 0 };
   const scored: ScoredTrajectory[] = trajectories.map((t) => {
     const text = codec.decode(t.responseIds);
     const clean = scoringText(text);
@@ -147,46 +150,79 @@ export async function scoreBatch(
   });
 
   // SPEC §4: memory rewards, one scorer call for the whole batch.
-  const snapshots = options.memory.enabled && scorer !== null ? buildSnapshots(trajectories, codec, options) : [];
-  const M = snapshots.length;
-  stats.snapshots = M;
-  if (M > 0) {
+  const all = options.memory.enabled && scorer !== null ? buildSnapshots(trajectories, codec, options) : [];
+  let snapshots = all;
+  stats.snapshots = all.length;
+  if (all.length > 0) {
     const t0 = performance.now();
-    const items = [
-      ...snapshots.map((s) => ({ contextIds: s.fullContext, targetIds: s.targetIds })),
-      ...snapshots.map((s) => ({ contextIds: s.memContext, targetIds: s.targetIds })),
+    const tag = (s: Snapshot, context: 'full' | 'memory') => ({ uid: s.trajectory.uid, sample: s.trajectory.sample, round: s.round, context });
+    const items: ScoringItem[] = [
+      ...all.map((s) => ({ contextIds: s.fullContext, targetIds: s.targetIds, tag: tag(s, 'full') })),
+      ...all.map((s) => ({ contextIds: s.memContext, targetIds: s.targetIds, tag: tag(s, 'memory') })),
     ];
-    const logps = await scorer!.score(items);
+    let logps: ReadonlyArray<Float32Array | undefined>;
+    let failures: ReadonlyMap<number, string> = new Map();
+    try {
+      logps = await scorer!.score(items);
+    } catch (err) {
+      // Some items failed for good on the server: only their trajectories fail.
+      if (!(err instanceof PartialResultsError) || err.results.length !== items.length) throw err;
+      logps = err.results as ReadonlyArray<Float32Array | undefined>;
+      failures = err.failures;
+    }
     stats.scorerCalls = 1;
     stats.scoredItems = items.length;
+    if (logps.length !== items.length) throw new Error(`The scorer returned ${logps.length} results for ${items.length} items`);
+    // A trajectory with a failed item is recorded as failed (its first failed item's error) and excluded.
+    const failedRows = new Map<number, string>();
+    for (let i = 0; i < items.length; i++) {
+      const s = all[i % all.length]!;
+      if (failedRows.has(s.row) || (logps[i] !== undefined && !failures.has(i))) continue;
+      failedRows.set(s.row, failures.get(i) ?? `the scorer returned no result for item ${i}`);
+    }
+    for (const [row, error] of failedRows) {
+      const t = trajectories[row]!;
+      t.state = 'error';
+      t.doneReason = 'backend-error';
+      t.error = error;
+      const sc = scored[row]!;
+      sc.excluded = true;
+      sc.score = null;
+      stats.backendErrors++;
+    }
+    const keep = all.map((s, i) => ({ s, i })).filter(({ s }) => !failedRows.has(s.row));
+    snapshots = keep.map(({ s }) => s);
+    const M = keep.length;
     const A = snapshots.reduce((mx, s) => Math.max(mx, s.targetIds.length), 0);
     const logp = new Float32Array(2 * M * A);
     const mask = new Uint8Array(2 * M * A);
-    for (let i = 0; i < 2 * M; i++) {
-      const s = snapshots[i % M]!;
-      const lp = logps[i]!;
-      if (lp.length !== s.targetIds.length) throw new Error(`The scorer returned ${lp.length} log-probs for item ${i} with ${s.targetIds.length} target tokens`);
-      logp.set(lp, i * A);
-      mask.set(s.ansMask, i * A);
+    for (let j = 0; j < 2 * M; j++) {
+      const { s, i } = keep[j % M]!;
+      const lp = logps[j < M ? i : all.length + i]!;
+      if (lp.length !== s.targetIds.length) throw new Error(`The scorer returned ${lp.length} log-probs for item ${j < M ? i : all.length + i} with ${s.targetIds.length} target tokens`);
+      logp.set(lp, j * A);
+      mask.set(s.ansMask, j * A);
     }
-    const res = memoryRewards(logp, mask, M, A, { threshold: options.memory.threshold });
-    if (options.memory.emptyKept === 'all-tokens') {
-      // [decided] alternative: rows where no answer token passes τ use the plain geometric mean.
-      const tau = options.memory.threshold;
-      const plain = memoryRewards(logp, mask, M, A, { threshold: -Infinity });
-      const noneKept = (row: number) => {
-        for (let a = row * A; a < (row + 1) * A; a++) if (mask[a] !== 0 && logp[a]! > tau) return false;
-        return true;
-      };
-      for (let i = 0; i < M; i++) {
-        if (noneKept(i)) res.pFull[i] = plain.pFull[i]!;
-        if (noneKept(M + i)) res.pMem[i] = plain.pMem[i]!;
-        res.memRewards[i] = res.pMem[i]! - res.pFull[i]!;
+    if (M > 0) {
+      const res = memoryRewards(logp, mask, M, A, { threshold: options.memory.threshold });
+      if (options.memory.emptyKept === 'all-tokens') {
+        // [decided] alternative: rows where no answer token passes τ use the plain geometric mean.
+        const tau = options.memory.threshold;
+        const plain = memoryRewards(logp, mask, M, A, { threshold: -Infinity });
+        const noneKept = (row: number) => {
+          for (let a = row * A; a < (row + 1) * A; a++) if (mask[a] !== 0 && logp[a]! > tau) return false;
+          return true;
+        };
+        for (let i = 0; i < M; i++) {
+          if (noneKept(i)) res.pFull[i] = plain.pFull[i]!;
+          if (noneKept(M + i)) res.pMem[i] = plain.pMem[i]!;
+          res.memRewards[i] = res.pMem[i]! - res.pFull[i]!;
+        }
       }
+      snapshots.forEach((s, i) => {
+        scored[s.row]!.roundRewards[s.round - 1] = { memReward: res.memRewards[i]!, pFull: res.pFull[i]!, pMem: res.pMem[i]! };
+      });
     }
-    snapshots.forEach((s, i) => {
-      scored[s.row]!.roundRewards[s.round - 1] = { memReward: res.memRewards[i]!, pFull: res.pFull[i]!, pMem: res.pMem[i]! };
-    });
     stats.scoreMs = performance.now() - t0;
   }
 

@@ -18,6 +18,8 @@ export interface RunSummary {
   trajectories: number;
   excluded: number;
   toolErrors: number;
+  /** Trajectories that failed on the inference server (doneReason 'backend-error'). */
+  backendErrors: number;
   meanScore: number | null;
   formatValidRate: number | null;
   formatValidRoundRate: number | null;
@@ -63,7 +65,8 @@ export function summarize(
     questions: new Set(records.map((r) => r.uid)).size,
     trajectories: records.length,
     excluded: records.length - kept.length,
-    toolErrors: records.filter((r) => r.error !== null).length,
+    toolErrors: records.filter((r) => r.error !== null && r.doneReason !== 'backend-error').length,
+    backendErrors: records.filter((r) => r.doneReason === 'backend-error').length,
     meanScore: meanStd(scores).mean,
     formatValidRate: records.length ? records.filter((r) => r.formatValid).length / records.length : null,
     formatValidRoundRate: rounds ? validRounds / rounds : null,

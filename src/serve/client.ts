@@ -25,20 +25,27 @@
  * Every error names the endpoint and the request or item; `stats()` counts requests, failures
  * and retries per endpoint.
  *
+ * A request that fails for good — an answer that is wrong rather than missing (HTTP 4xx,
+ * malformed JSON, missing log-probs, token ids that do not match the request, another model's
+ * name), or retries exhausted — fails only its own generation request or scoring items: when any
+ * did, `generate` / `score` throw `PartialResultsError` with the results of the others and an
+ * error per failed index, and the rollout records only those trajectories as failed.
+ *
  * Seeds: request i of a `generate` call carries `streamSeed(params.seed, i)`, the seed whose
  * stream 0 is stream i of `params.seed` in mempo's sampler (`createRng`); `mempo serve` samples a
  * single-sequence request from stream 0 of its seed, so a seeded run over `mempo serve` draws the
  * same random numbers per trajectory as the in-process `LocalModel`.
  */
-import type {
-  GenerateParams,
-  GenerationFinish,
-  GenerationOutput,
-  GenerationRequest,
-  Generator,
-  ScoringItem,
-  TargetScorer,
-  TextCodec,
+import {
+  PartialResultsError,
+  type GenerateParams,
+  type GenerationFinish,
+  type GenerationOutput,
+  type GenerationRequest,
+  type Generator,
+  type ScoringItem,
+  type TargetScorer,
+  type TextCodec,
 } from '../rollout/generator';
 import { EOS_TOKEN_ID } from '../agent/protocol';
 
@@ -101,6 +108,9 @@ export interface BackendStats {
   retries: number;
   /** Requests that failed for good (after every retry, or with an error that is not retried). */
   failedRequests: number;
+  /** Generation requests and scoring items that failed for good (their trajectories are recorded as failed). */
+  failedGenerations: number;
+  failedItems: number;
   generationRequests: number;
   scoringRequests: number;
   scoredItems: number;
@@ -161,7 +171,7 @@ export class HttpCompletionsBackend implements Generator, TargetScorer {
   private next = 0;
   private readonly eos: Set<number>;
   private readonly o: Required<Omit<HttpCompletionsOptions, 'codec' | 'maxContextTokens' | 'api' | 'model' | 'eosTokenIds'>>;
-  private readonly counts = { requests: 0, retries: 0, failedRequests: 0, generationRequests: 0, scoringRequests: 0, scoredItems: 0 };
+  private readonly counts = { requests: 0, retries: 0, failedRequests: 0, failedGenerations: 0, failedItems: 0, generationRequests: 0, scoringRequests: 0, scoredItems: 0 };
 
   constructor(urls: readonly string[], options: HttpCompletionsOptions) {
     if (urls.length === 0) throw new CompletionsBackendError('HttpCompletionsBackend needs at least one endpoint URL');
@@ -287,7 +297,13 @@ export class HttpCompletionsBackend implements Generator, TargetScorer {
       try {
         const j = await this.post(e, text, what);
         e.consecutive = 0;
-        return check(j, `${e.url} (${what})`);
+        const where = `${e.url} (${what})`;
+        try {
+          return check(j, where);
+        } catch (err) {
+          if (err instanceof CompletionsBackendError) throw err;
+          throw new CompletionsBackendError(`${where}: could not read the answer: ${(err as Error).message}`);
+        }
       } catch (err) {
         if (!(err instanceof RetryableError)) {
           this.counts.failedRequests++;
@@ -308,8 +324,12 @@ export class HttpCompletionsBackend implements Generator, TargetScorer {
     throw new CompletionsBackendError(`${what}: failed after ${this.o.retries + 1} tries; last error: ${last?.message ?? 'unknown'}`);
   }
 
+  /**
+   * One request per generation request, all in flight together (bounded per endpoint). Throws
+   * `PartialResultsError` when some failed for good, once every request has settled.
+   */
   async generate(requests: readonly GenerationRequest[], params: GenerateParams): Promise<GenerationOutput[]> {
-    return Promise.all(
+    const settled = await Promise.allSettled(
       requests.map((r, i) => {
         const what = `generation request ${i} (${r.tag.uid} sample ${r.tag.sample} round ${r.tag.round})`;
         const seed = streamSeed(params.seed, i);
@@ -356,6 +376,18 @@ export class HttpCompletionsBackend implements Generator, TargetScorer {
         return this.request(body, what, (j, where) => this.parseVllmGeneration(j, where, r));
       }),
     );
+    const results: (GenerationOutput | undefined)[] = new Array<GenerationOutput | undefined>(requests.length).fill(undefined);
+    const failures = new Map<number, string>();
+    settled.forEach((x, i) => {
+      if (x.status === 'fulfilled') results[i] = x.value;
+      else if (x.reason instanceof CompletionsBackendError) failures.set(i, x.reason.message);
+      else throw x.reason;
+    });
+    if (failures.size > 0) {
+      this.counts.failedGenerations += failures.size;
+      throw new PartialResultsError(results, failures, 'generation requests');
+    }
+    return results as GenerationOutput[];
   }
 
   private finish(ids: readonly number[], stopped: boolean): GenerationFinish {
@@ -441,8 +473,21 @@ export class HttpCompletionsBackend implements Generator, TargetScorer {
     return { tokenIds: ids, logprobs: Float32Array.from(tuples.map((t) => t.lp as number)), finishReason: this.finish(ids, type === 'stop') };
   }
 
+  /** How errors name scoring item k: its index in the call and, when tagged, its trajectory, round and context. */
+  private static itemName(items: readonly ScoringItem[], k: number): string {
+    const t = items[k]?.tag;
+    return t ? `scoring item ${k} (${t.uid} sample ${t.sample} round ${t.round}, ${t.context} context)` : `scoring item ${k}`;
+  }
+
+  /**
+   * All items in one logical batch: groups of `scoreBatchSize` items per request, all in flight
+   * together. Throws `PartialResultsError` when some items failed for good (each error names the
+   * endpoint and the item), once every request has settled.
+   */
   async score(items: readonly ScoringItem[]): Promise<Float32Array[]> {
-    const out: Float32Array[] = new Array(items.length);
+    const out: (Float32Array | undefined)[] = new Array<Float32Array | undefined>(items.length).fill(undefined);
+    const failures = new Map<number, string>();
+    const name = (k: number) => HttpCompletionsBackend.itemName(items, k);
     // Items with an empty target need no request; the others go out in groups of scoreBatchSize.
     const todo: { k: number; prompt: number[]; ctx: number; tgt: readonly number[] }[] = [];
     const limit = this.maxContextTokens - 1; // servers need room for the one token they generate
@@ -455,19 +500,33 @@ export class HttpCompletionsBackend implements Generator, TargetScorer {
       // Too long: drop the context's first tokens, as LocalModel's scorer does (truncate: 'left').
       const over = Math.max(0, it.contextIds.length + it.targetIds.length - limit);
       const ctx = it.contextIds.slice(over);
-      if (ctx.length === 0) throw new CompletionsBackendError(`scoring item ${k}: ${it.contextIds.length === 0 ? 'empty context' : `the target alone (${it.targetIds.length} tokens) does not fit the model's ${this.maxContextTokens} positions`}`);
+      if (ctx.length === 0) {
+        failures.set(k, `${name(k)}: ${it.contextIds.length === 0 ? 'empty context' : `the target alone (${it.targetIds.length} tokens) does not fit the model's ${this.maxContextTokens} positions`}`);
+        continue;
+      }
       todo.push({ k, prompt: [...ctx, ...it.targetIds], ctx: ctx.length, tgt: it.targetIds });
     }
     const groups: (typeof todo)[] = [];
     for (let g = 0; g < todo.length; g += this.o.scoreBatchSize) groups.push(todo.slice(g, g + this.o.scoreBatchSize));
-    await Promise.all(
+    // Per item of a group: its log-probs, or the error that names the endpoint and the item.
+    type ItemResult = Float32Array | { error: string };
+    const perItem = (f: () => Float32Array): ItemResult => {
+      try {
+        return f();
+      } catch (err) {
+        if (!(err instanceof CompletionsBackendError)) throw err;
+        return { error: err.message };
+      }
+    };
+    const settled = await Promise.allSettled(
       groups.map((group) => {
         const first = group[0]!.k;
         const lastK = group[group.length - 1]!.k;
-        const what = group.length === 1 ? `scoring item ${first}` : `scoring items ${first}..${lastK}`;
+        const what = group.length === 1 ? name(first) : `scoring items ${first}..${lastK}`;
         this.counts.scoringRequests++;
         this.counts.scoredItems += group.length;
-        const itemWhere = (where: string, k: number) => (group.length === 1 ? where : `${where.slice(0, where.lastIndexOf(' ('))} (scoring item ${k})`);
+        const itemWhere = (where: string, k: number) => (group.length === 1 ? where : `${where.slice(0, where.lastIndexOf(' ('))} (${name(k)})`);
+        let sent: Promise<ItemResult[]>;
         if (this.api === 'sglang') {
           const body = {
             input_ids: group.map((x) => x.prompt),
@@ -476,9 +535,9 @@ export class HttpCompletionsBackend implements Generator, TargetScorer {
             logprob_start_len: group.map((x) => x.ctx - 1),
             stream: false,
           };
-          return this.request(body, what, (j, where) => {
+          sent = this.request(body, what, (j, where) => {
             const answers = this.sglangAnswers(j, where, group.length);
-            group.forEach((x, g) => {
+            return group.map((x, g) => perItem(() => {
               const w = itemWhere(where, x.k);
               const meta = answers[g]!['meta_info'] as Record<string, unknown>;
               const tuples = HttpCompletionsBackend.logprobTuples(meta['input_token_logprobs'], w, 'input_token_logprobs', true);
@@ -489,45 +548,64 @@ export class HttpCompletionsBackend implements Generator, TargetScorer {
                 if (e.id !== x.tgt[t]) throw new CompletionsBackendError(`${w}: input_token_logprobs[${t + 1}] is for token ${e.id}, the request has ${x.tgt[t]} there`);
                 lp[t] = e.lp as number;
               }
-              out[x.k] = lp;
-            });
+              return lp;
+            }));
+          });
+        } else {
+          const body = {
+            model: this.model,
+            prompt: group.map((x) => x.prompt),
+            ...NEUTRAL_SCORING.vllm,
+            prompt_logprobs: 0,
+            n: 1,
+          };
+          sent = this.request(body, what, (j, where) => {
+            const choices = this.vllmAnswer(j, where)['choices'] as Record<string, unknown>[];
+            if (choices.length !== group.length) throw new CompletionsBackendError(`${where}: ${choices.length} choices for ${group.length} prompts`);
+            const byIndex = new Map<number, Record<string, unknown>>();
+            choices.forEach((c, n) => byIndex.set(typeof c?.['index'] === 'number' ? (c['index'] as number) : n, c));
+            return group.map((x, g) => perItem(() => {
+              const w = itemWhere(where, x.k);
+              const c = byIndex.get(g);
+              const pl = c?.['prompt_logprobs'];
+              if (!Array.isArray(pl)) throw new CompletionsBackendError(`${w}: choice ${g} has no "prompt_logprobs" array`);
+              if (pl.length !== x.prompt.length) throw new CompletionsBackendError(`${w}: ${pl.length} prompt_logprobs for a ${x.prompt.length}-token prompt`);
+              const lp = new Float32Array(x.tgt.length);
+              for (let t = 0; t < lp.length; t++) {
+                const pos = x.ctx + t;
+                const entry = pl[pos] as Record<string, { logprob?: unknown }> | null;
+                const id = x.prompt[pos]!;
+                const v = entry?.[String(id)]?.logprob;
+                if (typeof v !== 'number') {
+                  const keys = entry && typeof entry === 'object' ? Object.keys(entry).join(', ') : String(entry);
+                  throw new CompletionsBackendError(`${w}: prompt_logprobs[${pos}] has no log-prob for the requested token ${id} (has: ${keys})`);
+                }
+                lp[t] = v;
+              }
+              return lp;
+            }));
           });
         }
-        const body = {
-          model: this.model,
-          prompt: group.map((x) => x.prompt),
-          ...NEUTRAL_SCORING.vllm,
-          prompt_logprobs: 0,
-          n: 1,
-        };
-        return this.request(body, what, (j, where) => {
-          const choices = this.vllmAnswer(j, where)['choices'] as Record<string, unknown>[];
-          if (choices.length !== group.length) throw new CompletionsBackendError(`${where}: ${choices.length} choices for ${group.length} prompts`);
-          const byIndex = new Map<number, Record<string, unknown>>();
-          choices.forEach((c, n) => byIndex.set(typeof c?.['index'] === 'number' ? (c['index'] as number) : n, c));
-          group.forEach((x, g) => {
-            const w = itemWhere(where, x.k);
-            const c = byIndex.get(g);
-            const pl = c?.['prompt_logprobs'];
-            if (!Array.isArray(pl)) throw new CompletionsBackendError(`${w}: choice ${g} has no "prompt_logprobs" array`);
-            if (pl.length !== x.prompt.length) throw new CompletionsBackendError(`${w}: ${pl.length} prompt_logprobs for a ${x.prompt.length}-token prompt`);
-            const lp = new Float32Array(x.tgt.length);
-            for (let t = 0; t < lp.length; t++) {
-              const pos = x.ctx + t;
-              const entry = pl[pos] as Record<string, { logprob?: unknown }> | null;
-              const id = x.prompt[pos]!;
-              const v = entry?.[String(id)]?.logprob;
-              if (typeof v !== 'number') {
-                const keys = entry && typeof entry === 'object' ? Object.keys(entry).join(', ') : String(entry);
-                throw new CompletionsBackendError(`${w}: prompt_logprobs[${pos}] has no log-prob for the requested token ${id} (has: ${keys})`);
-              }
-              lp[t] = v;
-            }
-            out[x.k] = lp;
-          });
-        });
+        return sent.then(
+          (res) => res.forEach((r, g) => {
+            const k = group[g]!.k;
+            if (r instanceof Float32Array) out[k] = r;
+            else failures.set(k, r.error);
+          }),
+          (err: unknown) => {
+            if (!(err instanceof CompletionsBackendError)) throw err;
+            // The whole request failed: every item of it, each error naming the item and the request.
+            for (const x of group) failures.set(x.k, group.length === 1 ? err.message : `${name(x.k)}: ${err.message}`);
+          },
+        );
       }),
     );
-    return out;
+    for (const x of settled) if (x.status === 'rejected') throw x.reason;
+    if (failures.size > 0) {
+      this.counts.failedItems += failures.size;
+      const ordered = new Map([...failures].sort((a, b) => a[0] - b[0]));
+      throw new PartialResultsError(out, ordered, 'scoring items');
+    }
+    return out as Float32Array[];
   }
 }

@@ -8,6 +8,8 @@ export type PipelineErrorCode =
   | 'ERR_INPUT_FILE'
   | 'ERR_RETRIEVER_DOWN'
   | 'ERR_RETRIEVER_RESPONSE'
+  /** Every trajectory of a batch failed on the inference servers (generation or scoring). */
+  | 'ERR_BACKEND'
   | 'ERR_TOKENIZER_PROTOCOL'
   | 'ERR_RESUME';
 
