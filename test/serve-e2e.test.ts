@@ -3,7 +3,9 @@
  * from the built CLI (dist/cli/main.js) on loopback ports, drive `mempo rollout --server ...` in
  * both dialects (vLLM /v1/completions, SGLang /generate); the batch must equal, token for token,
  * the in-process run with the same seed, greedy and sampled. Then faults through whole runs: a
- * replica SIGKILLed mid-run, a replica answering 500 for a while, a retriever timing out.
+ * replica SIGKILLed mid-run, a replica answering 500 for a while, a retriever timing out, servers
+ * whose answers are wrong for some requests (only those trajectories fail) or for all (the run
+ * stops, and --resume finishes it).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
@@ -14,6 +16,7 @@ import { join, resolve } from 'node:path';
 import { Writable } from 'node:stream';
 import { main } from '../src/cli/main';
 import { createRng } from '../src/runtime';
+import { mixSeed } from '../src/rollout/seed';
 import { streamSeed } from '../src/serve/client';
 
 const ROOT = resolve(__dirname, '..');
@@ -111,6 +114,38 @@ async function proxy(target: string, decide: (n: number) => Decision): Promise<P
   };
 }
 
+/**
+ * A pass-through HTTP proxy that may rewrite each POST answer: `edit(request body, answer text)`
+ * returns the text to send instead (the upstream status is kept). GETs pass through.
+ */
+async function tamperer(target: string, edit: (req: Record<string, any>, answer: string) => string): Promise<Proxy> {
+  let n = 0;
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = req.method === 'POST' ? Buffer.concat(chunks) : undefined;
+      if (body !== undefined) n++;
+      fetch(target + (req.url ?? '/'), { method: req.method, headers: { 'content-type': 'application/json' }, body })
+        .then(async (r) => {
+          const text = await r.text();
+          res.writeHead(r.status, { 'content-type': 'application/json' });
+          res.end(body === undefined ? text : edit(JSON.parse(body.toString()) as Record<string, any>, text));
+        })
+        .catch(() => res.destroy());
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    count: () => n,
+    close: () => new Promise<void>((r) => {
+      server.close(() => r());
+      server.closeAllConnections();
+    }),
+  };
+}
+
 function sink(): Writable & { text: () => string } {
   const chunks: string[] = [];
   const w = new Writable({ write(c: Buffer, _e, cb) { chunks.push(c.toString()); cb(); } }) as Writable & { text: () => string };
@@ -150,8 +185,8 @@ let runNo = 0;
 // 2 questions × 2 samples, at most 2 rounds of at most 40 tokens: small enough for this 2-core machine.
 const SMALL = ['--limit', '2', '-n', '2', '--max-turns', '2', '--max-round-tokens', '40', '--threads', '1', '--no-report', '--seed', '3'];
 
-async function rollout(args: string[]): Promise<Run> {
-  const out = join(tmp, `run-${++runNo}`);
+async function rollout(args: string[], dir?: string): Promise<Run> {
+  const out = dir ?? join(tmp, `run-${++runNo}`);
   const stdout = sink();
   const stderr = sink();
   const code = await main(['rollout', '--out', out, ...SMALL, ...args], { stdout, stderr });
@@ -196,13 +231,17 @@ function expectWellFormed(records: Rec[]): void {
 function expectSameBatch(a: Rec[], b: Rec[]): void {
   expect(b.length).toBe(a.length);
   expectWellFormed(b);
+  a.forEach((x, i) => expectSameRecord(a, x, b[i]!));
+}
+
+/** One record of `b` equals its in-process twin `x` (from batch `a`), as expectSameBatch says. */
+function expectSameRecord(a: Rec[], x: Rec, y: Rec, advantages = true): void {
   const spread = new Map<string, number>();
   for (const uid of new Set(a.map((r) => r.uid))) {
-    const xs = a.filter((r) => r.uid === uid).flatMap((r) => r.rounds.map((q) => q.memReward).filter((x): x is number => x !== null));
+    const xs = a.filter((r) => r.uid === uid).flatMap((r) => r.rounds.map((q) => q.memReward).filter((v): v is number => v !== null));
     spread.set(uid, xs.length ? Math.max(...xs) - Math.min(...xs) : 0);
   }
-  a.forEach((x, i) => {
-    const y = b[i]!;
+  {
     expect([y.uid, y.sample]).toEqual([x.uid, x.sample]);
     expect(y.promptIds).toEqual(x.promptIds);
     expect(y.responseIds).toEqual(x.responseIds);
@@ -219,12 +258,13 @@ function expectSameBatch(a: Rec[], b: Rec[]): void {
       }
     });
     expect(x.oldLogp!.every((lp, k) => close(lp, y.oldLogp![k]!, 1e-4))).toBe(true);
+    if (!advantages) return;
     expect(x.outcomeAdvantage.every((v, k) => close(v, y.outcomeAdvantage[k]!, 1e-4))).toBe(true);
     if (spread.get(x.uid)! > 1e-2) {
       expect(x.memoryAdvantage.every((v, k) => close(v, y.memoryAdvantage[k]!, 1e-4))).toBe(true);
       expect(x.advantages.every((v, k) => close(v, y.advantages[k]!, 1e-4))).toBe(true);
     }
-  });
+  }
 }
 
 test('streamSeed(seed, i) starts stream 0 where createRng(seed, i) starts', () => {
@@ -381,6 +421,90 @@ describe('rollout over mempo serve replicas', () => {
       expect(readFileSync(join(r.out, 'batch.jsonl'), 'utf8').endsWith('\n')).toBe(true);
     } finally {
       await p.close();
+    }
+  }, 120_000);
+
+  test('wrong answers (malformed JSON, token ids that do not match, another model) fail only the trajectories concerned; the rest equal the in-process run', async () => {
+    // 3 questions × 2 samples, greedy: every trajectory searches in round 1 and answers in round 2.
+    const three = ['--limit', '3', '--temperature', '0', '--quiet'];
+    const ref = await rollout(three);
+    expect(ref.code).toBe(0);
+    expect(ref.records.map((r) => r.rounds.length)).toEqual([2, 2, 2, 2, 2, 2]);
+    const [q0, q1, q2] = [...new Set(ref.records.map((r) => r.uid))] as [string, string, string];
+    // Round 1 is one generation call of 6 requests; request i carries the seed of stream i of (seed 3, batch 0, step 0).
+    const seedOf = (i: number) => streamSeed(mixSeed(3, 0, 0), i);
+    const prompt0 = ref.records[0]!.promptIds;
+    const edit = (req: Record<string, any>, answer: string): string => {
+      if (req['prompt_logprobs'] === 0) {
+        // Scoring (one item per request here): the items of q0's trajectories come back from another model.
+        const p = req['prompt'][0] as number[];
+        return prompt0.every((id, k) => p[k] === id) ? answer.replace('"model":"mempo-tiny"', '"model":"other"') : answer;
+      }
+      if (req['seed'] === seedOf(1)) return answer.slice(0, 40); // q0 sample 1, round 1: cut-off JSON
+      if (req['seed'] === seedOf(2)) {
+        // q1 sample 0, round 1: the echoed prompt ids are not the ones sent.
+        const j = JSON.parse(answer);
+        j.choices[0].prompt_token_ids[3] += 1;
+        return JSON.stringify(j);
+      }
+      return answer;
+    };
+    const [pa, pb] = await Promise.all(replicas.map((r) => tamperer(r.url, edit)));
+    try {
+      const r = await rollout([...three, '--server', `${pa!.url},${pb!.url}`, '--server-score-batch', '1']);
+      expect(r.code).toBe(0);
+      expect(r.records.length).toBe(6);
+      expectWellFormed(r.records);
+      const at = (uid: string, sample: number) => r.records.find((x) => x.uid === uid && x.sample === sample)!;
+      const failed = r.records.filter((x) => x.error !== null).map((x) => `${x.uid}/${x.sample}`);
+      expect(failed).toEqual([`${q0}/0`, `${q0}/1`, `${q1}/0`]);
+      const server = `http://127\\.0\\.0\\.1:(${new URL(pa!.url).port}|${new URL(pb!.url).port})/v1/completions`;
+      expect(at(q0, 0).error).toMatch(new RegExp(`^${server} \\(scoring item \\d+ \\(${q0} sample 0 round 2, full context\\)\\): the answer comes from model "other", expected "mempo-tiny"$`));
+      expect(at(q0, 1).error).toMatch(new RegExp(`^${server} \\(generation request 1 \\(${q0} sample 1 round 1\\)\\): the answer is not valid JSON: `));
+      expect(at(q1, 0).error).toMatch(new RegExp(`^${server} \\(generation request 2 \\(${q1} sample 0 round 1\\)\\): "prompt_token_ids" do not match the ${at(q1, 0).promptIds.length} prompt tokens sent$`));
+      for (const f of [at(q0, 0), at(q0, 1), at(q1, 0)]) {
+        expect(f).toMatchObject({ doneReason: 'backend-error', excluded: true, score: null });
+        expect(f.advantages.every((v) => v === 0)).toBe(true);
+        expect(f.rounds.every((q) => q.memReward === null)).toBe(true);
+      }
+      // q0 sample 0 was generated whole and failed only on scoring; the generation failures keep no round.
+      expect(at(q0, 0).responseIds).toEqual(ref.records[0]!.responseIds);
+      expect([at(q0, 1).rounds.length, at(q1, 0).rounds.length]).toEqual([0, 0]);
+      // The others equal the in-process run: q2's group entirely, q1 sample 1 up to its group's advantages
+      // (normalised over the one sample left, as after a tool failure).
+      ref.records.forEach((x) => {
+        if (x.uid === q2) expectSameRecord(ref.records, x, at(x.uid, x.sample));
+      });
+      expectSameRecord(ref.records, ref.records[3]!, at(q1, 1), false);
+      const st = r.summary;
+      expect(st).toMatchObject({ trajectories: 6, excluded: 3, toolErrors: 0, backendErrors: 3, doneReasons: { answer: 3, 'backend-error': 3 } });
+      // 2 generation requests and the 2 scoring requests of q0 sample 0 failed for good; none was retried.
+      expect(st['server']).toMatchObject({ failedRequests: 4, failedGenerations: 2, failedItems: 2, retries: 0 });
+      expect(r.err).toContain(`warning: 3 trajectories failed on the inference server (an answer missing or wrong) and were excluded from advantages; first error: ${at(q0, 0).error}`);
+      expect(readdirSync(r.out).sort()).toEqual(['batch.jsonl', 'run.json', 'summary.json']);
+      expect(readFileSync(join(r.out, 'batch.jsonl'), 'utf8').endsWith('\n')).toBe(true);
+    } finally {
+      await Promise.all([pa!.close(), pb!.close()]);
+    }
+  }, 180_000);
+
+  test('servers that answer every request wrong stop the run with nothing half-written; --resume on good servers finishes it', async () => {
+    const bad = await tamperer(replicas[0]!.url, (_req, answer) => answer.replace('"model":"mempo-tiny"', '"model":"other"'));
+    try {
+      const r = await rollout(['--temperature', '0', '--server', bad.url, '--questions-per-batch', '1']);
+      expect(r.code).toBe(1);
+      expect(r.err).toContain(
+        `error: batch 1 of 2: all 2 trajectories failed on the inference server, so the run stops (no batch was finished; a resumed run redoes this one); ` +
+          `first error: ${bad.url}/v1/completions (generation request 0 (${greedy.records[0]!.uid} sample 0 round 1)): the answer comes from model "other", expected "mempo-tiny"`,
+      );
+      expect(bad.count()).toBe(2);
+      expect(readdirSync(r.out).sort()).toEqual(['batch.jsonl', 'run.json']);
+      expect(readFileSync(join(r.out, 'batch.jsonl'), 'utf8')).toBe('');
+      const again = await rollout(['--temperature', '0', ...servers(), '--questions-per-batch', '1', '--resume', '--quiet'], r.out);
+      expect(again.code).toBe(0);
+      expectSameBatch(greedy.records, again.records);
+    } finally {
+      await bad.close();
     }
   }, 120_000);
 });
