@@ -309,6 +309,6 @@ describe('completions server (POST /v1/completions)', () => {
     let out = '';
     const io = { stdout: { write: (x: string) => { out += x; return true; } }, stderr: { write: (x: string) => { out += x; return true; } } } as any;
     await main(['serve', '--help'], io);
-    for (const flag of ['--model', '--host', '--port', '--max-concurrency', '--max-body']) expect(out).toContain(flag);
+    for (const flag of ['--model', '--host', '--port', '--max-concurrency', '--max-body', '--threads']) expect(out).toContain(flag);
   });
 });

@@ -119,10 +119,12 @@ export function buildProgram(io: RunIO, onDone: (code: number) => void): Command
     .option('--port <n>', 'port (0: any free port)', int(0), 8001)
     .option('--max-concurrency <n>', 'requests run at once (the rest wait in a queue; 429 when it is full)', int(1), 1)
     .option('--max-body <bytes>', 'largest request body accepted', int(1), 4 << 20)
+    .option('--threads <n>', 'ONNX Runtime intra-op threads (default: all cores)', int(1))
     .exitOverride()
     .action(async (opts: Record<string, unknown>) => {
       const dir = opts['model'] as string;
-      const model = await LocalModel.load(dir);
+      const threads = opts['threads'] as number | undefined;
+      const model = await LocalModel.load(dir, threads === undefined ? {} : { load: { sessionOptions: { intraOpNumThreads: threads, interOpNumThreads: 1 } } });
       const name = basename(dir.replace(/[\\/]+$/, ''));
       const server = createCompletionsServer(model, { modelName: name, maxConcurrency: opts['maxConcurrency'] as number, maxBodyBytes: opts['maxBody'] as number });
       const url = await listenCompletions(server, opts['port'] as number, opts['host'] as string);
