@@ -150,7 +150,7 @@ if (!args.includes('--skip-rollout')) {
       const run = await timedRollout(`${n} mempo serve replica${n > 1 ? 's' : ''} × ${threads} ORT thread${threads > 1 ? 's' : ''}`, backend, questions, retriever);
       const st = backend.stats();
       rows.push({ ...run.row, replicas: n, threads, identicalToInProcess: sameTokens(ref.records, run.records), requests: st.requests, retries: st.retries, perEndpoint: st.endpoints.map((e) => e.requests) });
-      if (!sameTokens(ref.records, run.records)) log('  WARNING: the batch differs from the in-process one (tokens)');
+      log(sameTokens(ref.records, run.records) ? `${''.padEnd(33)}(the same tokens as the in-process batch; ${st.requests} requests: ${st.endpoints.map((e) => e.requests).join(' + ')})` : '  WARNING: the batch differs from the in-process one (tokens)');
     }
   } finally {
     await Promise.all(replicas.map(stopReplica));
