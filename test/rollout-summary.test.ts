@@ -49,8 +49,14 @@ test('evalReport: EM by hops and objectives, mixed groups, context tokens', () =
   const e = evalReport(records);
   expect(e).toMatchObject({ questions: 2, trajectories: 4 });
   expect(e.em).toBeCloseTo(0.25, 10);
-  expect(e.byHops).toEqual({ 1: { questions: 1, trajectories: 2, em: 0.5 }, 2: { questions: 1, trajectories: 2, em: 0 } });
-  expect(e.byObjectives).toEqual({ 1: { questions: 2, trajectories: 4, em: 0.25 } });
+  // per trajectory: a0 total 140 peak 100, a1 40/40, b0 290/160, b1 120/80
+  expect(e.byHops).toEqual({
+    1: { questions: 1, trajectories: 2, em: 0.5, contextTokens: { meanTotal: 90, meanPeak: 70 } },
+    2: { questions: 1, trajectories: 2, em: 0, contextTokens: { meanTotal: 205, meanPeak: 120 } },
+  });
+  expect(e.byObjectives).toEqual({
+    1: { questions: 2, trajectories: 4, em: 0.25, contextTokens: { meanTotal: (140 + 40 + 290 + 120) / 4, meanPeak: (100 + 40 + 160 + 80) / 4 } },
+  });
   expect(e.mixedGroupFraction).toBe(0.5);
   expect(e.formatValidRoundRate).toBeCloseTo(7 / 8, 10);
   // a: totals 140 and 40 → 90; b: 290 and 120 → 205. Peaks: a (100+40)/2 = 70, b (160+80)/2 = 120.
@@ -58,6 +64,7 @@ test('evalReport: EM by hops and objectives, mixed groups, context tokens', () =
   const text = formatEvalReport(e);
   expect(text).toContain('exact match              25.0%');
   expect(text).toContain('EM by hops:        1: 50.0% (n=1)  2: 0.0% (n=1)');
+  expect(text).toContain('context tokens by objectives (total / peak per trajectory):  1: 148 / 95');
 });
 
 test('renderReport: self-contained, tokens coloured, mem spans outlined, observations grey, a chart', () => {

@@ -13,7 +13,7 @@ import {
 } from '../src/agent/protocol';
 import { computeScore, validateFormat } from '../src/rewards';
 import { Bm25, bm25Tokenize } from '../src/world/bm25';
-import { Entity } from '../src/world/kb';
+import { Entity, NAME_PIECES, YEAR_RANGE } from '../src/world/kb';
 import { Question } from '../src/world/questions';
 import { cachedEncoder, loadTokenizer, trajectorySamples, trajectoryStream } from '../src/world/samples';
 import { DEFAULT_SEED, World, buildWorld, oracleTrajectories, tokenizerFiles, worldFiles } from '../src/world/world';
@@ -185,6 +185,33 @@ describe('agent protocol', () => {
     for (const s of texts) {
       const ids = Array.from(tok.encode(s, { add_special_tokens: false }));
       expect(tok.decode(ids, { skip_special_tokens: false })).toBe(s);
+    }
+  });
+
+  test('every name piece and year is one token, with or without a leading space, in every context', async () => {
+    const tok = await loadTokenizer(MODEL);
+    const enc = (s: string) => Array.from(tok.encode(s, { add_special_tokens: false }));
+    const single = (s: string) => {
+      const ids = enc(s);
+      expect(ids).toHaveLength(1);
+      return ids[0]!;
+    };
+    const words = [...NAME_PIECES, String(YEAR_RANGE.first), '1834', String(YEAR_RANGE.last)];
+    const ids = new Set<number>();
+    for (const p of words) {
+      const spaced = single(` ${p}`);
+      const bare = single(p);
+      expect(spaced).not.toBe(bare);
+      ids.add(spaced).add(bare);
+      // the same ids after a tag, before punctuation and inside a sentence
+      expect(enc(`<answer>${p}</answer>`)).toEqual([SPECIAL_TOKEN_IDS['<answer>'], bare, SPECIAL_TOKEN_IDS['</answer>']]);
+      expect(enc(`Find ${p}.`).slice(1)).toEqual([spaced, enc('.')[0]]);
+    }
+    expect(ids.size).toBe(2 * words.length);
+    // a test entity's name is a sequence of pieces the training entities also use
+    const trainWords = new Set(w.kb.entities.filter((e) => e.split === 'train').flatMap((e) => e.name.split(' ')));
+    for (const e of w.kb.entities.filter((x) => x.split === 'test')) {
+      for (const part of e.name.split(' ')) expect(trainWords.has(part)).toBe(true);
     }
   });
 

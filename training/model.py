@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 @dataclass
 class Config:
-    vocab_size: int = 2048
+    vocab_size: int = 3072
     hidden_size: int = 256
     num_hidden_layers: int = 4
     num_attention_heads: int = 4
@@ -21,6 +21,8 @@ class Config:
     max_position_embeddings: int = 2048
     rope_theta: float = 10000.0
     rms_norm_eps: float = 1e-5
+    # heads of layer 0 whose attention is fixed to the previous token (see prev_token_bias)
+    prev_token_heads: int = 1
 
     @property
     def head_dim(self):
@@ -47,6 +49,15 @@ def rope_cos_sin(position_ids, head_dim, theta):
     return emb.cos().unsqueeze(1), emb.sin().unsqueeze(1)  # [B, 1, T, hd]
 
 
+def prev_token_bias(prev, self_):
+    """Attention bias of a previous-token head: the previous token of the same sequence, or the
+    token itself when there is none (first token). Such a head is what an induction (copy)
+    circuit is built on; a small model trained on a few million tokens does not find one by
+    itself, so it never learns to copy names it has not memorised."""
+    zero = torch.zeros((), dtype=torch.float32)
+    return torch.where(prev, zero, torch.where(self_, torch.full((), -30.0), torch.full((), -1e9))).unsqueeze(1)
+
+
 def rotate_half(x):
     h = x.shape[-1] // 2
     return torch.cat([-x[..., h:], x[..., :h]], dim=-1)
@@ -64,7 +75,7 @@ class Block(nn.Module):
         self.gate_up = nn.Linear(d, 2 * c.intermediate_size, bias=False)
         self.down = nn.Linear(c.intermediate_size, d, bias=False)
 
-    def forward(self, x, cos, sin, bias, past_k=None, past_v=None):
+    def forward(self, x, cos, sin, bias, past_k=None, past_v=None, prev_bias=None):
         B, T, D = x.shape
         H, hd = self.c.num_attention_heads, self.c.head_dim
         h = self.ln1(x)
@@ -78,6 +89,9 @@ class Block(nn.Module):
             k = torch.cat([past_k, k], dim=2)
             v = torch.cat([past_v, v], dim=2)
         att = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / math.sqrt(hd)) + bias
+        if prev_bias is not None:  # fixed previous-token heads: position decides, not q.k
+            n = self.c.prev_token_heads
+            att = torch.cat([prev_bias.expand(B, n, T, att.shape[-1]), att[:, n:]], dim=1)
         att = torch.softmax(att, dim=-1)
         y = torch.matmul(att, v).transpose(1, 2).reshape(B, T, D)
         x = x + self.o(y)
@@ -115,9 +129,21 @@ class TinyLM(nn.Module):
         same = seg_ids.unsqueeze(2) == seg_ids.unsqueeze(1)  # [B, T, T]
         allowed = same & causal
         bias = torch.zeros(allowed.shape, dtype=torch.float32).masked_fill(~allowed, -1e9).unsqueeze(1)
-        for b in self.blocks:
-            x, _, _ = b(x, cos, sin, bias)
+        pb = self.prev_bias(seg_ids)
+        for i, b in enumerate(self.blocks):
+            x, _, _ = b(x, cos, sin, bias, prev_bias=pb if i == 0 else None)
         return self.logits(x)
+
+    def prev_bias(self, seg_ids):
+        """Packed rows: the previous token is the one before, in the same segment."""
+        if self.c.prev_token_heads == 0:
+            return None
+        T = seg_ids.shape[1]
+        idx = torch.arange(T)
+        same = seg_ids.unsqueeze(2) == seg_ids.unsqueeze(1)
+        prev = same & (idx.unsqueeze(0) == idx.unsqueeze(1) - 1).unsqueeze(0)
+        self_ = (idx.unsqueeze(0) == idx.unsqueeze(1)).unsqueeze(0).expand_as(prev)
+        return prev_token_bias(prev, self_)
 
 
 class OnnxWrapper(nn.Module):
@@ -140,9 +166,16 @@ class OnnxWrapper(nn.Module):
         keep = causal.unsqueeze(0) & (attention_mask > 0).unsqueeze(1)  # [B,T,S]
         bias = torch.where(keep, torch.zeros((), dtype=torch.float32),
                            torch.full((), -1e9, dtype=torch.float32)).unsqueeze(1)
+        pb = None
+        if c.prev_token_heads > 0:
+            # padding is contiguous (left for generation, right for scoring), so the previous
+            # token of key index q is index q-1 unless that is padding (then: itself)
+            prev = (k_pos == q_pos - 1).unsqueeze(0) & (attention_mask > 0).unsqueeze(1)
+            self_ = (k_pos == q_pos).unsqueeze(0).expand_as(prev)
+            pb = prev_token_bias(prev, self_)
         presents = []
         for i, b in enumerate(self.lm.blocks):
-            x, k, v = b(x, cos, sin, bias, past[2 * i], past[2 * i + 1])
+            x, k, v = b(x, cos, sin, bias, past[2 * i], past[2 * i + 1], prev_bias=pb if i == 0 else None)
             presents += [k, v]
         return (self.lm.logits(x), *presents)
 
@@ -169,6 +202,9 @@ def hf_config(c: Config, extra=None):
         "torch_dtype": "float32",
         "use_cache": True,
         "transformers.js_config": {"dtype": "fp32", "use_external_data_format": False},
+        # not plain Llama: layer 0's first heads attend to the previous token by position
+        # (model.py prev_token_bias); the ONNX graph has it built in
+        "mempo_prev_token_heads": c.prev_token_heads,
     }
     if extra:
         d.update(extra)

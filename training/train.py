@@ -16,7 +16,8 @@ unless --steps is given):
   5. exports models/mempo-tiny/model.onnx + config.json + manifest.json.
 
 Flags: --steps N, --max-minutes M, --skip-data, --no-export, --tokens-per-step T, --lr X,
---aux-weight W, --worlds N --per-world M (training mix with auxiliary worlds).
+--aux-weight W, --worlds N --per-world M (training mix: the shipped world and N-1 auxiliary
+worlds, M train questions each; default 12 x 1100).
 """
 import os as _os
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # the machine is shared: do not spin
@@ -49,7 +50,44 @@ OUT = os.path.join(HERE, "out")
 MODEL_DIR = os.path.join(ROOT, "models", "mempo-tiny")
 ROW = 512
 
-MIX = {"memory": 0.6, "stream": 0.3, "score": 0.10}  # share of trained tokens per sample kind
+MIX = {"memory": 0.45, "stream": 0.25, "score": 0.10, "copy": 0.20}  # share of trained tokens per sample kind
+
+
+def whole_word_pairs():
+    """(" word", "word") token id pairs of the tokenizer's whole-word tokens (name pieces and
+    years; src/world/tokenizer.ts puts them right after the 256 byte symbols)."""
+    with open(os.path.join(MODEL_DIR, "tokenizer.json")) as f:
+        tok = json.load(f)
+    vocab = tok["model"]["vocab"]
+    n_special = len(tok["added_tokens"])
+    inv = {i: t for t, i in vocab.items()}
+    pairs, i = [], n_special + 256
+    while i + 1 in inv and inv[i].startswith("\u0120") and inv[i][1:] == inv[i + 1]:
+        pairs.append((i, i + 1))
+        i += 2
+    return pairs
+
+
+def copy_samples(n, rng, pairs, fixed=False):
+    """Induction drill: random name pieces / years, a tag followed by a run of them, more pieces,
+    the tag again, then the same run with its first word in the no-space form (as after
+    `<search>` or `<answer>`). Only the repeat is trained. Names in the agent data are unpredictable except by copying them from the context;
+    this teaches the copy on its own, so the agent data is not spent discovering it. `fixed`:
+    every sample has the same layout, so position alone finds the run (the warm-up: the copy
+    circuit forms in ~100 steps this way, then the variable layout makes it content-based)."""
+    tags = [3, 7, 9]  # <mem>, <search>, <answer> (src/agent/protocol.ts SPECIAL_TOKENS order)
+    out = []
+    for _ in range(n):
+        k = 4 if fixed else rng.randint(2, 12)
+        run = [rng.choice(pairs) for _ in range(k)]
+        first = [sp for sp, _ in run]
+        again = [run[0][1]] + [sp for sp, _ in run[1:]]
+        filler = [rng.choice(pairs)[0] for _ in range(16 if fixed else rng.randint(0, 16))]
+        tag = rng.choice(tags)  # the cue: the run follows the tag's earlier occurrence
+        cut = 8 if fixed else rng.randint(0, len(filler))
+        c = filler[cut:] + [tag] + first + filler[:cut] + [tag]
+        out.append({"p": "copy", "c": c, "o": again})
+    return out
 
 
 def log(msg, fh=None):
@@ -191,8 +229,9 @@ def lm_hidden(lm, ids, pos, seg):
     causal = torch.ones(T, T, dtype=torch.bool).tril()
     allowed = (seg.unsqueeze(2) == seg.unsqueeze(1)) & causal
     bias = torch.zeros(allowed.shape).masked_fill(~allowed, -1e9).unsqueeze(1)
-    for b in lm.blocks:
-        x, _, _ = b(x, cos, sin, bias)
+    pb = lm.prev_bias(seg)
+    for i, b in enumerate(lm.blocks):
+        x, _, _ = b(x, cos, sin, bias, prev_bias=pb if i == 0 else None)
     return x
 
 
@@ -224,16 +263,17 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=0,
                     help="optimiser steps; 0 = auto: fit the measured step time into --max-minutes")
-    ap.add_argument("--max-minutes", type=float, default=39.0, help="time budget of the optimisation loop")
+    ap.add_argument("--max-minutes", type=float, default=34.0, help="time budget of the optimisation loop")
     ap.add_argument("--tokens-per-step", type=int, default=2048)
     ap.add_argument("--lr", type=float, default=1.5e-3)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--aux-weight", type=float, default=0.2,
                     help="weight of the next-token loss on context/observation tokens")
     ap.add_argument("--skip-data", action="store_true")
-    ap.add_argument("--worlds", type=int, default=1,
+    ap.add_argument("--worlds", type=int, default=12,
                     help="training worlds: the shipped one plus N-1 generated from other seeds (fresh names)")
-    ap.add_argument("--per-world", type=int, default=0, help="questions per world (0 = all train questions)")
+    ap.add_argument("--per-world", type=int, default=1100, help="questions per world (0 = all train questions)")
+    ap.add_argument("--copy-warmup", type=int, default=120, help="optimiser steps of the fixed-layout copy drill alone, first")
     ap.add_argument("--no-export", action="store_true")
     ap.add_argument("--dev-n", type=int, default=60)
     a = ap.parse_args()
@@ -246,6 +286,8 @@ def main():
     fh = open(os.path.join(OUT, "train.log"), "w")
     train_path, dev_path = make_data(a.skip_data, a.worlds, a.per_world)
     samples = load(train_path)
+    pairs = whole_word_pairs()
+    samples += copy_samples(100000, rng, pairs)
     dev = load(dev_path)
     max_steps = a.steps if a.steps > 0 else 8000
     budget = int(max_steps * a.tokens_per_step * 0.9)
@@ -254,10 +296,16 @@ def main():
     gc.collect()
     gc.freeze()
     bs = batches(chosen, a.tokens_per_step, rng)
+    if a.copy_warmup > 0:  # copy drill first: the induction circuit forms before the agent data
+        bs = batches(copy_samples(a.copy_warmup * 90, rng, pairs, fixed=True), a.tokens_per_step, rng)[: a.copy_warmup] + bs
     log(f"data: {len(chosen)} samples, {sum(len(s['c']) + len(s['o']) for s in chosen)} tokens, "
         f"{len(bs)} batches; prep {time.time() - t0:.0f}s", fh)
 
     cfg = Config()
+    with open(os.path.join(MODEL_DIR, "tokenizer.json")) as f:
+        n_vocab = len(json.load(f)["model"]["vocab"])
+    if n_vocab > cfg.vocab_size:
+        raise SystemExit(f"tokenizer has {n_vocab} tokens but the model's vocab_size is {cfg.vocab_size}")
     lm = TinyLM(cfg)
     n_params = param_count(lm)
     log(f"model: {n_params} parameters, config {json.dumps(cfg.to_dict())}", fh)

@@ -99,6 +99,8 @@ export interface EvalBucket {
   trajectories: number;
   /** Exact match of the extracted answer (format not required). */
   em: number;
+  /** Per trajectory, the sum / max of its rounds' context lengths, averaged over the bucket. */
+  contextTokens: { meanTotal: number; meanPeak: number };
 }
 
 export interface EvalReport {
@@ -129,16 +131,21 @@ export function evalReport(records: readonly BatchRecord[]): EvalReport {
     g.push(r);
   }
   const bucket = (key: (r: BatchRecord) => string): Record<string, EvalBucket> => {
-    const out: Record<string, { qs: Set<string>; n: number; em: number }> = {};
+    const out: Record<string, { qs: Set<string>; n: number; em: number; total: number; peak: number }> = {};
     for (const r of kept) {
       const k = key(r);
-      const b = (out[k] ??= { qs: new Set(), n: 0, em: 0 });
+      const b = (out[k] ??= { qs: new Set(), n: 0, em: 0, total: 0, peak: 0 });
       b.qs.add(r.uid);
       b.n++;
       b.em += em(r);
+      b.total += r.rounds.reduce((s, rd) => s + rd.contextTokens, 0);
+      b.peak += maxOf(0, r.rounds.map((rd) => rd.contextTokens));
     }
     return Object.fromEntries(Object.entries(out).sort(([a], [b]) => Number(a) - Number(b) || a.localeCompare(b))
-      .map(([k, b]) => [k, { questions: b.qs.size, trajectories: b.n, em: b.em / b.n }]));
+      .map(([k, b]) => [k, {
+        questions: b.qs.size, trajectories: b.n, em: b.em / b.n,
+        contextTokens: { meanTotal: b.total / b.n, meanPeak: b.peak / b.n },
+      }]));
   };
   let rounds = 0;
   let valid = 0;
@@ -187,6 +194,8 @@ export function formatEvalReport(e: EvalReport, title = 'mempo eval'): string {
     `  context tokens/question  total ${e.contextTokens.meanTotalPerQuestion.toFixed(0)}, peak ${e.contextTokens.meanPeakPerQuestion.toFixed(0)} (max ${e.contextTokens.maxPeak})`,
     '  EM by hops:        ' + Object.entries(e.byHops).map(([k, b]) => `${k}: ${pct(b.em)} (n=${b.questions})`).join('  '),
     '  EM by objectives:  ' + Object.entries(e.byObjectives).map(([k, b]) => `${k}: ${pct(b.em)} (n=${b.questions})`).join('  '),
+    '  context tokens by objectives (total / peak per trajectory):  ' + Object.entries(e.byObjectives)
+      .map(([k, b]) => `${k}: ${b.contextTokens.meanTotal.toFixed(0)} / ${b.contextTokens.meanPeak.toFixed(0)}`).join('  '),
   ];
   return lines.join('\n');
 }

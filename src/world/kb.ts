@@ -14,8 +14,6 @@ export interface Entity {
   id: string;
   type: EntityType;
   name: string;
-  /** Name with syllable boundaries marked by `|` (tokenizer training only). */
-  syllabified: string;
   split: Split;
 }
 
@@ -154,6 +152,8 @@ const VOWELS = ['a', 'e', 'i', 'o', 'u', 'a', 'e', 'o', 'ai', 'ei'];
 const CODAS = ['', '', '', 'n', 'r', 'l', 's', 'k', 'm', 'th'];
 
 export const ORG_SUFFIXES = ['Group', 'Press', 'Guild', 'Bank', 'Works', 'Studio', 'Company', 'Institute'];
+export const CITY_SUFFIXES = ['Falls', 'Springs', 'Heights', 'Crossing', 'Bay', 'Ridge', 'Point', 'Landing'];
+export const COUNTRY_SUFFIXES = ['Republic', 'Kingdom', 'Union', 'Federation'];
 export const WORK_ADJECTIVES = [
   'Silent', 'Golden', 'Hidden', 'Broken', 'Last', 'Distant', 'Burning', 'Frozen', 'Quiet', 'Wild',
   'Crimson', 'Hollow', 'Secret', 'Endless', 'Iron', 'Silver', 'Bitter', 'Lost', 'Pale', 'Restless',
@@ -164,6 +164,8 @@ export const WORK_NOUNS = [
   'Bridge', 'Voyage', 'Island', 'Letter', 'Mountain', 'Shadow', 'Engine', 'Song', 'Window', 'Empire',
   'Valley', 'Storm', 'Feather', 'Castle', 'Meadow', 'Compass', 'Tide', 'Ember', 'Chapel', 'Desert',
 ];
+/** Years of `established` / `released` facts. */
+export const YEAR_RANGE = { first: 1700, last: 2019 } as const;
 
 function syllable(rng: Rng): string {
   return rng.pick(ONSETS) + rng.pick(VOWELS) + rng.pick(CODAS);
@@ -173,14 +175,34 @@ function cap(s: string): string {
   return s.charAt(0).toUpperCase() + s.slice(1);
 }
 
-/** A capitalised fictional word of `n` syllables; returns [word, syllabified]. */
-function word(rng: Rng, n: number): [string, string] {
-  const parts: string[] = [];
-  for (let i = 0; i < n; i++) parts.push(syllable(rng));
-  const first = parts[0] as string;
-  parts[0] = cap(first);
-  return [parts.join(''), parts.join('|')];
-}
+/** Seed of the name-piece pool: fixed, so every world (any seed) draws on the same pieces. */
+const NAME_PIECE_SEED = 77;
+const NAME_PIECE_COUNT = 320;
+/** Words of the templates and suffix lists that a name piece must not equal. */
+const RESERVED_WORDS = new Set(
+  [...ORG_SUFFIXES, ...CITY_SUFFIXES, ...COUNTRY_SUFFIXES, ...WORK_ADJECTIVES, ...WORK_NOUNS].map((w) => w.toLowerCase()),
+);
+
+/**
+ * The fictional words every entity name is built from (two syllables, 4-8 letters). Names of
+ * different entities (and of different splits) recombine the same pieces, and each piece is
+ * one token of the shipped tokenizer: a model that reads "Tolvek Dramin" in a document copies
+ * two tokens it has seen in many contexts, instead of memorising whole names — so names of
+ * unseen (test) entities are no harder to copy than training names.
+ */
+export const NAME_PIECES: readonly string[] = (() => {
+  const rng = new Rng(NAME_PIECE_SEED);
+  const out: string[] = [];
+  const seen = new Set<string>();
+  while (out.length < NAME_PIECE_COUNT) {
+    const w = cap(syllable(rng) + syllable(rng));
+    const lw = w.toLowerCase();
+    if (w.length < 4 || w.length > 8 || seen.has(lw) || RESERVED_WORDS.has(lw)) continue;
+    seen.add(lw);
+    out.push(w);
+  }
+  return out;
+})();
 
 // ---------------------------------------------------------------- KB
 
@@ -224,34 +246,25 @@ export function objectName(kb: KB, relId: string, obj: string): string {
 export function buildKB(seed: number, sizes: Record<Split, WorldSizes> = DEFAULT_SIZES): KB {
   const rng = new Rng(seed);
   const used = new Set<string>();
-  const usedLower = new Set<string>();
   const entities: Entity[] = [];
   const byId = new Map<string, Entity>();
   const facts = new Map<string, Map<string, string>>();
-  // Every single-word name piece must be unique across types (a city never shares a word
-  // with a person), which keeps BM25 retrieval and answers unambiguous.
-  const usedWords = new Set<string>();
+  const piece = (): string => rng.pick(NAME_PIECES);
 
-  function freshWord(n: number): [string, string] {
-    for (;;) {
-      const [w, syl] = word(rng, n);
-      const lw = w.toLowerCase();
-      if (usedWords.has(lw) || w.length < 4 || w.length > 9) continue;
-      usedWords.add(lw);
-      return [w, syl];
-    }
-  }
-  const firstNames: [string, string][] = [];
-  for (let i = 0; i < 160; i++) firstNames.push(freshWord(2));
-
-  function add(type: EntityType, split: Split, name: string, syl: string): Entity {
+  function add(type: EntityType, split: Split, name: string): Entity {
     const id = `${type}-${entities.length}`;
-    const e: Entity = { id, type, name, syllabified: syl, split };
+    const e: Entity = { id, type, name, split };
     entities.push(e);
     byId.set(id, e);
     used.add(name);
-    usedLower.add(name.toLowerCase());
     return e;
+  }
+  /** A fresh full name (entity names are unique world-wide; their pieces are shared). */
+  function fresh(make: () => string): string {
+    for (;;) {
+      const n = make();
+      if (!used.has(n)) return n;
+    }
   }
 
   const pools: Record<Split, Record<EntityType, Entity[]>> = {
@@ -264,28 +277,24 @@ export function buildKB(seed: number, sizes: Record<Split, WorldSizes> = DEFAULT
     const sz = sizes[split];
     const P = pools[split];
     for (let i = 0; i < sz.person; i++) {
-      const [f, fs] = rng.pick(firstNames);
-      const [l, ls] = freshWord(2);
-      P.person.push(add('person', split, `${f} ${l}`, `${fs} ${ls}`));
+      // "A B" and "B A" would be the same bag of words to BM25: never both
+      P.person.push(add('person', split, fresh(() => {
+        const f = piece();
+        let l = piece();
+        while (l === f || used.has(`${l} ${f}`)) l = piece();
+        return `${f} ${l}`;
+      })));
     }
-    for (let i = 0; i < sz.org; i++) {
-      const [w, ws] = freshWord(2);
-      const suf = rng.pick(ORG_SUFFIXES);
-      P.org.push(add('org', split, `${w} ${suf}`, `${ws} ${suf}`));
-    }
-    for (let i = 0; i < sz.city; i++) {
-      const [w, ws] = freshWord(2);
-      P.city.push(add('city', split, w, ws));
-    }
+    for (let i = 0; i < sz.org; i++) P.org.push(add('org', split, fresh(() => `${piece()} ${rng.pick(ORG_SUFFIXES)}`)));
+    for (let i = 0; i < sz.city; i++) P.city.push(add('city', split, fresh(() => `${piece()} ${rng.pick(CITY_SUFFIXES)}`)));
     for (let i = 0; i < sz.country; i++) {
-      const [w, ws] = freshWord(3);
-      P.country.push(add('country', split, w, ws));
+      P.country.push(add('country', split, fresh(() => `${piece()} ${rng.pick(COUNTRY_SUFFIXES)}`)));
     }
     for (let i = 0; i < sz.work; i++) {
       for (;;) {
         const name = `The ${rng.pick(WORK_ADJECTIVES)} ${rng.pick(WORK_NOUNS)}`;
         if (used.has(name)) continue;
-        P.work.push(add('work', split, name, name));
+        P.work.push(add('work', split, name));
         break;
       }
     }
@@ -331,13 +340,13 @@ export function buildKB(seed: number, sizes: Record<Split, WorldSizes> = DEFAULT
     for (const o of P.org) {
       set(o, 'founder', rng.pick(P.person).id);
       set(o, 'based_in', rng.pick(P.city).id);
-      set(o, 'established', String(1700 + rng.int(300)));
+      set(o, 'established', String(YEAR_RANGE.first + rng.int(300)));
     }
     // works
     for (const w of P.work) {
       set(w, 'author', rng.pick(P.person).id);
       set(w, 'publisher', rng.pick(P.org).id);
-      set(w, 'released', String(1750 + rng.int(270)));
+      set(w, 'released', String(YEAR_RANGE.first + 50 + rng.int(270)));
     }
   }
   return { seed, entities, byId, facts };

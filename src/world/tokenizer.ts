@@ -1,9 +1,10 @@
 /**
  * Builds the shipped byte-level BPE tokenizer (`tokenizer.json`, `tokenizer_config.json`)
  * from world text. Special tokens (protocol.ts) get ids 0..12, the 256 byte symbols follow,
- * then merges. Fictional names are split at syllable boundaries while counting pairs, so
- * the vocabulary has no whole-name tokens: names of unseen (test) entities tokenise into
- * the same syllable pieces as training names.
+ * then whole-word tokens (name pieces and years, with and without a leading space), then
+ * merges. `ignore_merges` makes any pre-tokenised word that is in the vocabulary one token, so
+ * a name piece or a year is a single token wherever it appears: after a space, or straight
+ * after a tag as in `<answer>1834</answer>`. Copying a name is then copying whole tokens.
  */
 import { CHAT_TEMPLATE, EOS_TOKEN, SPECIAL_TOKENS } from '../agent/protocol';
 
@@ -34,8 +35,8 @@ export const GPT2_SPLIT = /'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}
 
 export interface TokenizerBuildOptions {
   vocabSize: number;
-  /** Name piece (e.g. "Tolvek") -> syllables ("Tol|vek"). */
-  syllables: Map<string, string>;
+  /** Words that get a token of their own, as " word" and "word" (name pieces, years). */
+  wholeWords: readonly string[];
   minPairCount?: number;
 }
 
@@ -61,6 +62,7 @@ export function buildTokenizerJson(texts: readonly string[], opts: TokenizerBuil
   const toSym = (s: string): string[] => Array.from(enc.encode(s)).map((b) => b2u[b] as string);
   // word counts (already split into hard-boundary chunks)
   const counts = new Map<string, number>();
+  const whole = new Set(opts.wholeWords);
   const addChunk = (chunk: string, c = 1): void => {
     if (chunk.length === 0) return;
     counts.set(chunk, (counts.get(chunk) ?? 0) + c);
@@ -69,19 +71,7 @@ export function buildTokenizerJson(texts: readonly string[], opts: TokenizerBuil
     for (const piece of splitSpecial(text)) {
       for (const m of piece.matchAll(GPT2_SPLIT)) {
         const w = m[0];
-        const lead = w.startsWith(' ') ? ' ' : '';
-        const core = lead ? w.slice(1) : w;
-        const syl = opts.syllables.get(core);
-        if (syl) {
-          // capital letter on its own, then syllables: " Tolvek" -> " T" "ol" "vek", and
-          // "Tolvek" -> "T" "ol" "vek" share every piece after the first letter
-          const parts = syl.split('|');
-          const first = parts[0] as string;
-          parts.splice(0, 1, first.slice(0, 1), first.slice(1));
-          parts.forEach((p, i) => addChunk(i === 0 ? lead + p : p));
-        } else {
-          addChunk(w);
-        }
+        if (!whole.has(w.startsWith(' ') ? w.slice(1) : w)) addChunk(w);
       }
     }
   }
@@ -95,6 +85,12 @@ export function buildTokenizerJson(texts: readonly string[], opts: TokenizerBuil
   });
   let next = SPECIAL_TOKENS.length;
   for (let b = 0; b < 256; b++) vocab[b2u[b] as string] = next++;
+  for (const w of opts.wholeWords) {
+    for (const form of [` ${w}`, w]) {
+      const tok = toSym(form).join('');
+      if (vocab[tok] === undefined) vocab[tok] = next++;
+    }
+  }
   const merges: string[] = [];
   const minPair = opts.minPairCount ?? 2;
   while (next < opts.vocabSize) {
@@ -155,7 +151,7 @@ export function buildTokenizerJson(texts: readonly string[], opts: TokenizerBuil
       end_of_word_suffix: '',
       fuse_unk: false,
       byte_fallback: false,
-      ignore_merges: false,
+      ignore_merges: true,
       vocab,
       merges,
     },

@@ -5,7 +5,7 @@
  */
 import { EMPTY_MEMORY, SYSTEM_PROMPT, renderObservation } from '../agent/protocol';
 import { Bm25 } from './bm25';
-import { SPLITS, buildKB, factObject, objectName, relationsOf, renderCorpus } from './kb';
+import { NAME_PIECES, SPLITS, YEAR_RANGE, buildKB, factObject, objectName, relationsOf, renderCorpus } from './kb';
 import { Oracle, OracleTrajectory } from './oracle';
 import { DEFAULT_COUNTS, Question, buildQuestions, questionRecord } from './questions';
 import { Rng } from './rng';
@@ -14,7 +14,7 @@ import { buildTokenizerJson, tokenizerConfigJson } from './tokenizer';
 /** Seed of the shipped world. */
 export const DEFAULT_SEED = 20260529;
 /** Vocabulary size of the shipped tokenizer / model. */
-export const VOCAB_SIZE = 2048;
+export const VOCAB_SIZE = 3072;
 /** Context length of the shipped model. */
 export const MAX_POSITIONS = 2048;
 
@@ -50,17 +50,10 @@ export function jsonl(rows: object[]): string {
 }
 
 /** Texts the BPE is trained on: the corpus, all questions, oracle rounds, chat prompts. */
-export function tokenizerTexts(w: World): { texts: string[]; syllables: Map<string, string> } {
+export function tokenizerTexts(w: World): { texts: string[]; wholeWords: string[] } {
   const kb = w.kb;
-  const syllables = new Map<string, string>();
-  for (const e of kb.entities) {
-    const words = e.name.split(' ');
-    const syls = e.syllabified.split(' ');
-    words.forEach((word, i) => {
-      const s = syls[i];
-      if (s && s.includes('|')) syllables.set(word, s);
-    });
-  }
+  const wholeWords: string[] = [...NAME_PIECES];
+  for (let y = YEAR_RANGE.first; y <= YEAR_RANGE.last; y++) wholeWords.push(String(y));
   const texts: string[] = [EMPTY_MEMORY];
   // the prompt scaffolding is in every context: weight it so it gets whole-word tokens
   for (let i = 0; i < 300; i++) texts.push(SYSTEM_PROMPT, 'system\nuser\nassistant\n');
@@ -76,13 +69,13 @@ export function tokenizerTexts(w: World): { texts: string[]; syllables: Map<stri
       texts.push(`<answer>${on}</answer>`);
     }
   }
-  return { texts, syllables };
+  return { texts, wholeWords };
 }
 
 /** tokenizer.json and tokenizer_config.json contents (exact bytes). */
 export function tokenizerFiles(w: World): Record<string, string> {
-  const { texts, syllables } = tokenizerTexts(w);
-  const tok = buildTokenizerJson(texts, { vocabSize: VOCAB_SIZE, syllables });
+  const { texts, wholeWords } = tokenizerTexts(w);
+  const tok = buildTokenizerJson(texts, { vocabSize: VOCAB_SIZE, wholeWords });
   return {
     'tokenizer.json': JSON.stringify(tok, null, 1) + '\n',
     'tokenizer_config.json': JSON.stringify(tokenizerConfigJson(MAX_POSITIONS), null, 2) + '\n',
