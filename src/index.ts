@@ -87,4 +87,5 @@ export type { ReportOptions } from './report';
 export { createRetrievalServer } from './tools';
 export type { RetrievalServerOptions } from './tools';
 export { createCompletionsServer, HttpCompletionsBackend, CompletionsBackendError, connectCompletionsServers } from './serve';
+export { PartialResultsError } from './rollout';
 export type { CompletionsServerOptions, HttpCompletionsOptions, CompletionsApi, BackendStats, ServerBackendConfig } from './serve';

@@ -157,7 +157,7 @@ export function renderReport(records: readonly BatchRecord[], options: ReportOpt
     for (const r of [...g].sort((a, b) => a.sample - b.sample)) {
       const cls = r.excluded ? 'err' : (r.score ?? 0) > 0 ? 'ok' : 'bad';
       const outcomeAdv = r.excluded ? null : r.outcomeAdvantage[r.responseMask.indexOf(1)] ?? 0;
-      body += `<div class="traj ${cls}"><div class="head"><b>sample ${r.sample}</b> · score ${r.score === null ? 'excluded' : r.score} · outcome advantage ${fmt(outcomeAdv)} · ${r.rounds.length} round${r.rounds.length === 1 ? '' : 's'} · ${esc(r.doneReason ?? '')}${r.formatValid ? '' : ` · <span class="v">format: ${esc(r.formatReason ?? '')}</span>`}${r.error ? ` · <span class="v">tool error: ${esc(r.error)}</span>` : ''}</div>`;
+      body += `<div class="traj ${cls}"><div class="head"><b>sample ${r.sample}</b> · score ${r.score === null ? 'excluded' : r.score} · outcome advantage ${fmt(outcomeAdv)} · ${r.rounds.length} round${r.rounds.length === 1 ? '' : 's'} · ${esc(r.doneReason ?? '')}${r.formatValid ? '' : ` · <span class="v">format: ${esc(r.formatReason ?? '')}</span>`}${r.error ? ` · <span class="v">${r.doneReason === 'backend-error' ? 'server error' : 'tool error'}: ${esc(r.error)}</span>` : ''}</div>`;
       for (const rd of r.rounds) {
         const end = rd.observation ? rd.observation.end : rd.end;
         const side = [`round ${rd.index}${rd.action ? ` · ${rd.action}` : ''}`];
