@@ -13,6 +13,19 @@ import { createRetrievalServer, listen } from '../tools/retrieval-server';
 import { LocalModel } from '../rollout/generator';
 import { createCompletionsServer, listen as listenCompletions } from '../serve/server';
 import { basename } from 'node:path';
+import type { Server } from 'node:http';
+
+/** Resolves once SIGINT or SIGTERM has closed the server and its open connections. */
+function closeOnSignal(server: Server): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const stop = () => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    };
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+  });
+}
 
 /** Questions of the default `mempo rollout` slice (about two minutes on 2 CPU cores). */
 export const DEFAULT_ROLLOUT_LIMIT = 24;
@@ -102,14 +115,7 @@ export function buildProgram(io: RunIO, onDone: (code: number) => void): Command
       const server = createRetrievalServer(retriever, { maxBodyBytes: opts['maxBody'] as number });
       const url = await listen(server, opts['port'] as number, opts['host'] as string);
       io.stderr.write(`mempo serve-retriever: ${retriever.size} documents from ${opts['corpus'] as string}, listening on ${url}\n`);
-      await new Promise<void>((resolve) => {
-        const stop = () => {
-          server.close(() => resolve());
-          server.closeAllConnections();
-        };
-        process.once('SIGINT', stop);
-        process.once('SIGTERM', stop);
-      });
+      await closeOnSignal(server);
       onDone(0);
     });
   const serve = new Command('serve')
@@ -129,14 +135,7 @@ export function buildProgram(io: RunIO, onDone: (code: number) => void): Command
       const server = createCompletionsServer(model, { modelName: name, maxConcurrency: opts['maxConcurrency'] as number, maxBodyBytes: opts['maxBody'] as number });
       const url = await listenCompletions(server, opts['port'] as number, opts['host'] as string);
       io.stderr.write(`mempo serve: model "${name}" from ${dir}, listening on ${url} (POST /v1/completions, POST /generate)\n`);
-      await new Promise<void>((resolve) => {
-        const stop = () => {
-          server.close(() => resolve());
-          server.closeAllConnections();
-        };
-        process.once('SIGINT', stop);
-        process.once('SIGTERM', stop);
-      });
+      await closeOnSignal(server);
       await model.dispose();
       onDone(0);
     });

@@ -6,6 +6,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { resolveOptions, type PipelineOptions } from '../rollout/options';
 import { MempoPipelineError } from '../tools/errors';
 import type { CompletionsApi } from '../serve/client';
+import { isHttpUrl } from '../serve/connect';
 
 const D = resolveOptions({});
 
@@ -144,13 +145,7 @@ export function serverUrlList(v: string, previous: unknown): string[] {
   const list = v.split(',').map((u) => u.trim()).filter((u) => u.length > 0);
   if (list.length === 0) throw new InvalidArgumentError('Expected an http(s) URL or a comma-separated list of them.');
   for (const u of list) {
-    let p: URL | null;
-    try {
-      p = new URL(u);
-    } catch {
-      p = null;
-    }
-    if (p === null || (p.protocol !== 'http:' && p.protocol !== 'https:')) throw new InvalidArgumentError(`Expected an http(s) URL (e.g. http://127.0.0.1:8000), not ${JSON.stringify(u)}.`);
+    if (!isHttpUrl(u)) throw new InvalidArgumentError(`Expected an http(s) URL (e.g. http://127.0.0.1:8000), not ${JSON.stringify(u)}.`);
   }
   return [...(Array.isArray(previous) ? (previous as string[]) : []), ...list];
 }

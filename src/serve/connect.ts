@@ -30,18 +30,22 @@ export interface ServerBackendConfig extends Omit<HttpCompletionsOptions, 'model
   log?: (line: string) => void;
 }
 
+/** Whether `u` parses as an http: or https: URL. */
+export function isHttpUrl(u: string): boolean {
+  try {
+    const p = new URL(u);
+    return p.protocol === 'http:' || p.protocol === 'https:';
+  } catch {
+    return false;
+  }
+}
+
 /** Splits and trims endpoint lists ("a,b", ["a", "b,c"]); an empty list is an error. */
 export function serverUrls(urls: string | readonly string[]): string[] {
   const list = (typeof urls === 'string' ? [urls] : [...urls]).flatMap((u) => u.split(',')).map((u) => u.trim()).filter((u) => u.length > 0);
   if (list.length === 0) throw new MempoPipelineError('ERR_INVALID_OPTION', 'Expected at least one server URL');
   for (const u of list) {
-    let p: URL | null;
-    try {
-      p = new URL(u);
-    } catch {
-      p = null;
-    }
-    if (p === null || (p.protocol !== 'http:' && p.protocol !== 'https:')) {
+    if (!isHttpUrl(u)) {
       throw new MempoPipelineError('ERR_INVALID_OPTION', `Expected an http(s) server URL (e.g. http://127.0.0.1:8000) but received ${JSON.stringify(u)}`);
     }
   }
