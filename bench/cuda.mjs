@@ -29,7 +29,7 @@ const outFile = outIdx >= 0 ? args[outIdx + 1] : null;
 const log = json ? () => {} : (...a) => console.log(...a);
 
 const mempo = require(path.join(root, 'dist', 'index.js'));
-const be = require(path.join(root, 'dist', 'backend', 'index.js'));
+const be = require(path.join(root, 'dist', 'kernels', 'backend.js'));
 const errors = be.nativeLoadErrors();
 if (errors.length) {
   console.error(`bench/cuda.mjs: the addon at ${process.env.MEMPO_NATIVE_BINDING} did not load:\n${errors.join('\n')}`);

@@ -41,7 +41,7 @@ const peakRssMiB = () => process.resourceUsage().maxRSS / 1024;
 
 async function phase(name) {
   const load0 = os.loadavg()[0];
-  const { CausalLM } = require(path.join(root, 'dist', 'runtime', 'index.js'));
+  const { CausalLM } = require(path.join(root, 'dist', 'index.js'));
   const kernels = require(path.join(root, 'dist', 'index.js'));
   const threads = Number(value('--threads', '0'));
   const model = await CausalLM.load(modelDir, threads > 0 ? { sessionOptions: { intraOpNumThreads: threads } } : {});

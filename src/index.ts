@@ -3,89 +3,75 @@
  * The kernel API below is stable: names and argument order are fixed for trainers that depend
  * on them. Every kernel validates its input, then runs on the native addon or the pure-JS twin.
  */
-export { backend, setBackend, nativeLoadErrors } from './backend';
-export type { Backend } from './backend';
+export { backend, setBackend, nativeLoadErrors } from './kernels/backend';
+export type { Backend } from './kernels/backend';
 
-export { extractSolution, normalizeAnswer, emCheck, f1Score, validateFormat, computeScore } from './rewards';
-export type { FormatResult, ComputeScoreOptions } from './rewards';
+export { extractSolution, normalizeAnswer, emCheck, f1Score, validateFormat, computeScore } from './kernels/outcome-reward';
+export type { FormatResult, ComputeScoreOptions } from './kernels/outcome-reward';
 
-export { grpoOutcomeAdvantage, memoryAdvantage, finalAdvantage, groupNormalize } from './advantage';
-export type { GroupNormOptions, MemoryAdvantageOptions, MemGrouping } from './advantage';
+export { grpoOutcomeAdvantage } from './kernels/outcome-advantage';
+export { memoryAdvantage } from './kernels/memory-advantage';
+export { finalAdvantage } from './kernels/final-advantage';
+export { groupNormalize } from './kernels/group-normalize';
+export type { GroupNormOptions } from './kernels/outcome-advantage';
+export type { MemoryAdvantageOptions, MemGrouping } from './kernels/memory-advantage';
 
-export { gatherLogProbs, answerProbability, memoryRewards } from './scoring';
-export type { AnswerProbabilityOptions, MemoryRewards } from './scoring';
+export { gatherLogProbs } from './kernels/gather-log-probs';
+export { answerProbability, memoryRewards } from './kernels/answer-probability';
+export type { AnswerProbabilityOptions, MemoryRewards } from './kernels/answer-probability';
 
-export { ppoPolicyLoss, AGG_MODES, KL_TYPES } from './loss';
-export type { PpoPolicyLossInput, PpoPolicyLossResult, AggMode, KlType } from './loss';
+export { ppoPolicyLoss, AGG_MODES, KL_TYPES } from './kernels/ppo-policy-loss';
+export type { PpoPolicyLossInput, PpoPolicyLossResult, AggMode, KlType } from './kernels/ppo-policy-loss';
 
-export { CausalLM, Tokenizer, KVCache, MempoRuntimeError, createRng } from './runtime';
-export type {
-  LoadOptions,
-  ForwardInput,
-  ForwardOutput,
-  ChatMessage,
-  ChatTemplateOptions,
-  GenerateOptions,
-  GenerationResult,
-  GenerationStats,
-  FinishReason,
-  PromptInput,
-  ScoreItem,
-  ScoreOptions,
-  ScoreStats,
-  SamplingParams,
-  ModelConfig,
-  ModelIO,
-  RuntimeErrorCode,
-  Rng,
-} from './runtime';
+export { CausalLM } from './engines/local/causal-lm';
+export { Tokenizer } from './engines/local/tokenizer';
+export { KVCache } from './engines/local/kv-cache';
+export { MempoRuntimeError } from './engines/local/errors';
+export { createRng } from './rng';
+export type { LoadOptions, ForwardInput, ForwardOutput } from './engines/local/causal-lm';
+export type { ChatMessage, ChatTemplateOptions } from './engines/local/tokenizer';
+export type { GenerateOptions, GenerationResult, GenerationStats, FinishReason, PromptInput } from './engines/local/generate';
+export type { ScoreItem, ScoreOptions, ScoreStats } from './engines/local/scorer';
+export type { SamplingParams } from './engines/local/sampler';
+export type { ModelConfig, ModelIO } from './engines/local/model-dir';
+export type { RuntimeErrorCode } from './engines/local/errors';
+export type { Rng } from './rng';
 
-export {
-  runPipeline,
-  runAgentLoop,
-  LocalModel,
-  ScriptedGenerator,
-  scoreBatch,
-  buildSnapshots,
-  toBatchRecord,
-  toTensorBatch,
-  resolveOptions,
-  readQuestions,
-  loadForResume,
-  summarize,
-  evalReport,
-  formatEvalReport,
-} from './rollout';
-export type {
-  PipelineInput,
-  PipelineResult,
-  PipelineStats,
-  Trajectory,
-  RoundTrace,
-  Generator,
-  TargetScorer,
-  TextCodec,
-  GenerationRequest,
-  GenerationOutput,
-  ScoringItem,
-  Snapshot,
-  BatchRecord,
-  BatchRound,
-  TensorBatch,
-  PipelineOptions,
-  PipelineOptionsInput,
-  Question,
-  RunSummary,
-  EvalReport,
-} from './rollout';
-export { Bm25Retriever, HttpRetriever, renderSearchObservation, parseRoundOutput, MempoPipelineError } from './tools';
-export type { Retriever, RetrievedDoc, ObservationOptions, ParsedRoundOutput, Violation } from './tools';
-export { AgentMemory } from './memory';
-export type { AgentMemoryOptions, MemoryRecord } from './memory';
-export { renderReport } from './report';
-export type { ReportOptions } from './report';
-export { createRetrievalServer } from './tools';
-export type { RetrievalServerOptions } from './tools';
-export { createCompletionsServer, HttpCompletionsBackend, CompletionsBackendError, connectCompletionsServers } from './serve';
-export { PartialResultsError } from './rollout';
-export type { CompletionsServerOptions, HttpCompletionsOptions, CompletionsApi, BackendStats, ServerBackendConfig } from './serve';
+export { runPipeline } from './pipeline/pipeline';
+export { runAgentLoop } from './pipeline/rollout';
+export { LocalModel } from './engines/local/local-model';
+export { ScriptedGenerator } from './engines/scripted';
+export { scoreBatch, buildSnapshots } from './pipeline/score';
+export { toBatchRecord, toTensorBatch } from './pipeline/batch';
+export { resolveOptions } from './options';
+export { readQuestions } from './io/questions';
+export { loadForResume } from './io/run-dir';
+export { summarize, evalReport, formatEvalReport } from './pipeline/summary';
+export type { PipelineInput, PipelineResult, PipelineStats } from './pipeline/pipeline';
+export type { Trajectory, RoundTrace } from './pipeline/rollout';
+export type { Generator, TargetScorer, TextCodec, GenerationRequest, GenerationOutput, ScoringItem } from './engines/local/local-model';
+export type { Snapshot } from './pipeline/score';
+export type { BatchRecord, BatchRound, TensorBatch } from './pipeline/batch';
+export type { PipelineOptions, PipelineOptionsInput } from './options';
+export type { Question } from './io/questions';
+export type { RunSummary, EvalReport } from './pipeline/summary';
+export { Bm25Retriever } from './retrieval/bm25';
+export { HttpRetriever } from './retrieval/http-retriever';
+export { renderSearchObservation } from './retrieval/observation';
+export { parseRoundOutput } from './protocol/round';
+export { MempoPipelineError } from './errors';
+export type { Retriever, RetrievedDoc, ObservationOptions } from './retrieval/observation';
+export type { ParsedRoundOutput, Violation } from './protocol/round';
+export { AgentMemory } from './protocol/agent-memory';
+export type { AgentMemoryOptions, MemoryRecord } from './protocol/agent-memory';
+export { renderReport } from './io/report';
+export type { ReportOptions } from './io/report';
+export { createRetrievalServer } from './servers/retrieval-server';
+export type { RetrievalServerOptions } from './servers/retrieval-server';
+export { createCompletionsServer } from './servers/completions-server';
+export { HttpCompletionsBackend, CompletionsBackendError } from './engines/http/client';
+export { connectCompletionsServers } from './engines/http/connect';
+export { PartialResultsError } from './engines/local/local-model';
+export type { CompletionsServerOptions } from './servers/completions-server';
+export type { HttpCompletionsOptions, CompletionsApi, BackendStats } from './engines/http/client';
+export type { ServerBackendConfig } from './engines/http/connect';

@@ -13,7 +13,7 @@ import * as path from 'path';
 import { expectClose, rng } from './helpers';
 
 type Api = typeof import('../src');
-type BackendApi = typeof import('../src/backend');
+type BackendApi = typeof import('../src/kernels/backend');
 
 const root = path.resolve(__dirname, '..');
 const CUDA_ADDON = path.resolve(root, process.env.MEMPO_CUDA_BINDING ?? 'build-cuda/Release/mempo.node');
@@ -28,7 +28,7 @@ function load(): { api: Api; be: BackendApi } | string {
     process.env.MEMPO_BACKEND = 'native';
     delete process.env.MEMPO_DEVICE;
     jest.isolateModules(() => {
-      const be = require('../src/backend') as BackendApi;
+      const be = require('../src/kernels/backend') as BackendApi;
       const api = require('../src') as Api;
       const info = be.nativeInfo();
       if (!info) out = `the CUDA addon did not load: ${be.nativeLoadErrors().join('; ')}`;

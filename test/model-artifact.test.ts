@@ -10,8 +10,8 @@ import * as crypto from 'crypto';
 import * as fs from 'fs';
 import * as path from 'path';
 import * as ort from 'onnxruntime-node';
-import { SPECIAL_TOKEN_IDS, renderPrompt, renderRound } from '../src/agent/protocol';
-import { loadTokenizer, loadTransformers } from '../src/world/samples';
+import { SPECIAL_TOKEN_IDS, renderPrompt, renderRound } from '../src/protocol/tags';
+import { loadTokenizer, loadTransformers } from '../tools/world/samples';
 
 const DIR = path.join(__dirname, '..', 'models', 'mempo-tiny');
 const cfg = JSON.parse(fs.readFileSync(path.join(DIR, 'config.json'), 'utf8'));

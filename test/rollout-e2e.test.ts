@@ -3,13 +3,13 @@
  * whole pipeline, with every advantage recomputed here, independently, from the written fields;
  * memory rewards through the real scorer; the same seed reproduces the same batch.
  */
-import { CausalLM } from '../src/runtime';
-import { LocalModel } from '../src/rollout/generator';
-import type { BatchRecord } from '../src/rollout/batch';
-import { runPipeline } from '../src/rollout/pipeline';
-import { readQuestions } from '../src/rollout/questions';
-import { ScriptedGenerator } from '../src/rollout/scripted';
-import { Bm25Retriever } from '../src/tools/bm25';
+import { CausalLM } from '../src/engines/local/causal-lm';
+import { LocalModel } from '../src/engines/local/local-model';
+import type { BatchRecord } from '../src/pipeline/batch';
+import { runPipeline } from '../src/pipeline/pipeline';
+import { readQuestions } from '../src/io/questions';
+import { ScriptedGenerator } from '../src/engines/scripted';
+import { Bm25Retriever } from '../src/retrieval/bm25';
 import { FakeRetriever, MODEL_DIR, CORPUS, answer, normalise, search } from './rollout-helpers';
 import { resolve } from 'node:path';
 

@@ -1,10 +1,10 @@
 /** Shared helpers of the rollout tests: the embedded tokenizer, scripted rounds, fakes. */
 import { resolve } from 'node:path';
-import { renderRound } from '../src/agent/protocol';
-import type { ScoringItem, TargetScorer } from '../src/rollout/generator';
-import type { Question } from '../src/rollout/questions';
-import type { RetrievedDoc, Retriever } from '../src/tools/retriever';
-import { Tokenizer } from '../src/runtime';
+import { renderRound } from '../src/protocol/tags';
+import type { ScoringItem, TargetScorer } from '../src/engines/local/local-model';
+import type { Question } from '../src/io/questions';
+import type { RetrievedDoc, Retriever } from '../src/retrieval/observation';
+import { Tokenizer } from '../src/engines/local/tokenizer';
 
 export const MODEL_DIR = resolve(__dirname, '..', 'models', 'mempo-tiny');
 export const CORPUS = resolve(__dirname, '..', 'data', 'world', 'corpus.jsonl');

@@ -6,17 +6,17 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { observationSegment, renderMemoryContext, renderPrompt } from '../src/agent/protocol';
-import { runAgentLoop } from '../src/rollout/agent';
-import { toTensorBatch } from '../src/rollout/batch';
-import { PartialResultsError, type GenerateParams, type GenerationOutput, type GenerationRequest, type Generator, type RequestTag, type ScoringItem, type ScoringTag } from '../src/rollout/generator';
-import { summarize } from '../src/rollout/summary';
-import { resolveOptions } from '../src/rollout/options';
-import { runPipeline } from '../src/rollout/pipeline';
-import { readQuestions } from '../src/rollout/questions';
-import { buildSnapshots, scoreBatch } from '../src/rollout/score';
-import { ScriptedGenerator } from '../src/rollout/scripted';
-import { renderSearchObservation } from '../src/tools/retriever';
+import { observationSegment, renderMemoryContext, renderPrompt } from '../src/protocol/tags';
+import { runAgentLoop } from '../src/pipeline/rollout';
+import { toTensorBatch } from '../src/pipeline/batch';
+import { PartialResultsError, type GenerateParams, type GenerationOutput, type GenerationRequest, type Generator, type RequestTag, type ScoringItem, type ScoringTag } from '../src/engines/local/local-model';
+import { summarize } from '../src/pipeline/summary';
+import { resolveOptions } from '../src/options';
+import { runPipeline } from '../src/pipeline/pipeline';
+import { readQuestions } from '../src/io/questions';
+import { buildSnapshots, scoreBatch } from '../src/pipeline/score';
+import { ScriptedGenerator } from '../src/engines/scripted';
+import { renderSearchObservation } from '../src/retrieval/observation';
 import { FakeRetriever, FakeScorer, Q1, Q2, answer, normalise, search, tokenizer } from './rollout-helpers';
 
 /** A generator whose requests for the tags `fails` picks fail for good, as HttpCompletionsBackend reports them. */

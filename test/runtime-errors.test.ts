@@ -3,9 +3,11 @@
  */
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { backend } from '../src/backend';
-import { CausalLM, MempoRuntimeError, Tokenizer } from '../src/runtime';
-import { checkModelIO, type ModelConfig } from '../src/runtime/model-dir';
+import { backend } from '../src/kernels/backend';
+import { CausalLM } from '../src/engines/local/causal-lm';
+import { MempoRuntimeError } from '../src/engines/local/errors';
+import { Tokenizer } from '../src/engines/local/tokenizer';
+import { checkModelIO, type ModelConfig } from '../src/engines/local/model-dir';
 import { EXPECTED_BACKEND } from './helpers';
 import { MAX_POS, MODEL_CONFIG, MODEL_DIR, VOCAB, modelCopy } from './runtime-helpers';
 

@@ -1,11 +1,11 @@
 /**
  * @jest-environment ./test/runtime-environment.js
  */
-import { backend } from '../src/backend';
-import { CausalLM } from '../src/runtime';
-import type { ForwardInput } from '../src/runtime';
-import { generate } from '../src/runtime/generate';
-import { scoreTargets } from '../src/runtime/scorer';
+import { backend } from '../src/kernels/backend';
+import { CausalLM } from '../src/engines/local/causal-lm';
+import type { ForwardInput } from '../src/engines/local/causal-lm';
+import { generate } from '../src/engines/local/generate';
+import { scoreTargets } from '../src/engines/local/scorer';
 import { EXPECTED_BACKEND } from './helpers';
 import { MODEL_DIR, VOCAB, maxAbsDiff, randomIds, referenceLogprobs } from './runtime-helpers';
 

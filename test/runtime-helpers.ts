@@ -2,7 +2,7 @@
 import { mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import type { CausalLM } from '../src/runtime';
+import type { CausalLM } from '../src/engines/local/causal-lm';
 
 export const MODEL_DIR = resolve(__dirname, '..', 'models', 'mempo-tiny');
 

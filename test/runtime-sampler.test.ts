@@ -1,6 +1,6 @@
-import { backend } from '../src/backend';
-import { createRng } from '../src/runtime';
-import { SamplerScratch, sampleRow, type SamplingParams } from '../src/runtime/sampler';
+import { backend } from '../src/kernels/backend';
+import { createRng } from '../src/rng';
+import { SamplerScratch, sampleRow, type SamplingParams } from '../src/engines/local/sampler';
 import { EXPECTED_BACKEND } from './helpers';
 
 const P = [0.5, 0.3, 0.15, 0.05];

@@ -1,8 +1,8 @@
 /**
  * @jest-environment ./test/runtime-environment.js
  */
-import { backend, setBackend } from '../src/backend';
-import { CausalLM } from '../src/runtime';
+import { backend, setBackend } from '../src/kernels/backend';
+import { CausalLM } from '../src/engines/local/causal-lm';
 import { EXPECTED_BACKEND } from './helpers';
 import { MODEL_DIR, VOCAB, maxAbsDiff, randomIds, referenceLogprobs } from './runtime-helpers';
 

@@ -15,9 +15,9 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Writable } from 'node:stream';
 import { main } from '../src/cli/main';
-import { createRng } from '../src/runtime';
-import { mixSeed } from '../src/rollout/seed';
-import { streamSeed } from '../src/serve/client';
+import { createRng } from '../src/rng';
+import { mixSeed } from '../src/seed';
+import { streamSeed } from '../src/engines/http/client';
 
 const ROOT = resolve(__dirname, '..');
 const CLI = join(ROOT, 'dist', 'cli', 'main.js');

@@ -3,11 +3,11 @@
  * HttpCompletionsBackend (Generator + TargetScorer) against it.
  */
 import type { Server } from 'node:http';
-import { LocalModel } from '../src/rollout/generator';
-import { createCompletionsServer, listen } from '../src/serve/server';
-import { HttpCompletionsBackend } from '../src/serve/client';
-import { PartialResultsError } from '../src/rollout/generator';
-import { connectCompletionsServers } from '../src/serve/connect';
+import { LocalModel } from '../src/engines/local/local-model';
+import { createCompletionsServer, listen } from '../src/servers/completions-server';
+import { HttpCompletionsBackend } from '../src/engines/http/client';
+import { PartialResultsError } from '../src/engines/local/local-model';
+import { connectCompletionsServers } from '../src/engines/http/connect';
 import { MODEL_DIR } from './rollout-helpers';
 import { main } from '../src/cli/main';
 

@@ -7,10 +7,10 @@ One command (from the repository root):
 What it does (seeded: world 20260529, training 1234; CPU, 2 threads; 39 minutes of optimisation
 by default, under 45 minutes end to end on 2 cores; the step count follows the machine's speed
 unless --steps is given):
-  1. builds the TypeScript (`npx tsc -p tsconfig.build.json`) unless dist/world/cli.js exists
+  1. builds the TypeScript (`npx tsc -p tsconfig.tools.json`) unless dist-tools/tools/world/cli.js exists
      (rebuild it yourself after changing src/world),
   2. writes tokenised per-round samples of the world's oracle trajectories with the shipped
-     tokenizer (node dist/world/cli.js samples ...) into training/out/,
+     tokenizer (node dist-tools/tools/world/cli.js samples ...) into training/out/,
   3. trains the decoder on the output tokens of those samples (contexts of both policies),
   4. prints the loss curve, saves training/loss.png, and a per-round greedy check on dev,
   5. exports models/mempo-tiny/model.onnx + config.json + manifest.json.
@@ -55,7 +55,7 @@ MIX = {"memory": 0.45, "stream": 0.25, "score": 0.10, "copy": 0.20}  # share of 
 
 def whole_word_pairs():
     """(" word", "word") token id pairs of the tokenizer's whole-word tokens (name pieces and
-    years; src/world/tokenizer.ts puts them right after the 256 byte symbols)."""
+    years; tools/world/tokenizer.ts puts them right after the 256 byte symbols)."""
     with open(os.path.join(MODEL_DIR, "tokenizer.json")) as f:
         tok = json.load(f)
     vocab = tok["model"]["vocab"]
@@ -103,13 +103,13 @@ def make_data(skip, worlds, per_world):
     if skip and os.path.exists(train) and os.path.exists(dev):
         return train, dev
     os.makedirs(OUT, exist_ok=True)
-    if not os.path.exists(os.path.join(ROOT, "dist", "world", "cli.js")):
-        subprocess.run(["npx", "tsc", "-p", "tsconfig.build.json"], cwd=ROOT, check=True)
+    if not os.path.exists(os.path.join(ROOT, "dist-tools", "tools", "world", "cli.js")):
+        subprocess.run(["npx", "tsc", "-p", "tsconfig.tools.json"], cwd=ROOT, check=True)
     # the shipped world's train split (+ auxiliary worlds from other seeds with --worlds > 1)
-    subprocess.run(["node", "dist/world/cli.js", "samples", "--split", "train", "--draws", "1",
+    subprocess.run(["node", "dist-tools/tools/world/cli.js", "samples", "--split", "train", "--draws", "1",
                     "--worlds", str(worlds), "--per-world", str(per_world), "--no-full",
                     "--samples-out", train], cwd=ROOT, check=True)
-    subprocess.run(["node", "dist/world/cli.js", "samples", "--split", "dev", "--draws", "1", "--flaw-rate", "0",
+    subprocess.run(["node", "dist-tools/tools/world/cli.js", "samples", "--split", "dev", "--draws", "1", "--flaw-rate", "0",
                     "--samples-out", dev], cwd=ROOT, check=True)
     return train, dev
 

@@ -12,7 +12,7 @@ import {
   memoryAdvantage,
   memoryRewards,
   ppoPolicyLoss,
-} from '../index';
+} from '..';
 
 const golds = ['Lake Varne'];
 const obs = '<information>Doc 1 (Orlen Dask): Orlen Dask was born in Tavi.</information>';

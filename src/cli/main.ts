@@ -4,14 +4,14 @@
  * batch.jsonl, summary.json and report.html; `mempo eval` measures a context policy.
  */
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
-import { MempoPipelineError } from '../tools/errors';
+import { MempoPipelineError } from '../errors';
 import { addPipelineOptions, addServerOptions, int, intOrNone, orNull, pipelineOptionsFromFlags, serverSettingsFromFlags } from './options';
 import { EMBEDDED } from './paths';
 import { executeRun, type RunIO, type RunSettings } from './run';
-import { Bm25Retriever } from '../tools/bm25';
-import { createRetrievalServer, listen } from '../tools/retrieval-server';
-import { LocalModel } from '../rollout/generator';
-import { createCompletionsServer, listen as listenCompletions } from '../serve/server';
+import { Bm25Retriever } from '../retrieval/bm25';
+import { createRetrievalServer, listen } from '../servers/retrieval-server';
+import { LocalModel } from '../engines/local/local-model';
+import { createCompletionsServer, listen as listenCompletions } from '../servers/completions-server';
 import { basename } from 'node:path';
 import type { Server } from 'node:http';
 

@@ -3,10 +3,10 @@
  * `mempo eval`, with parsers that reject bad values naming the flag.
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { resolveOptions, type PipelineOptions } from '../rollout/options';
-import { MempoPipelineError } from '../tools/errors';
-import type { CompletionsApi } from '../serve/client';
-import { isHttpUrl } from '../serve/connect';
+import { resolveOptions, type PipelineOptions } from '../options';
+import { MempoPipelineError } from '../errors';
+import type { CompletionsApi } from '../engines/http/client';
+import { isHttpUrl } from '../engines/http/connect';
 
 const D = resolveOptions({});
 

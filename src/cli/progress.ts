@@ -1,6 +1,6 @@
 /** Progress bars on stderr (cli-progress): questions, trajectories, rounds, scoring. */
 import cliProgress from 'cli-progress';
-import type { ProgressSink } from '../rollout/pipeline';
+import type { ProgressSink } from '../pipeline/pipeline';
 
 export interface ProgressBars extends ProgressSink {
   stop(): void;

@@ -1,0 +1,50 @@
+import { nativeAddon } from './backend';
+import { denseGroups } from './groups';
+import { checkFiniteVector, checkOptions, checkSize, checkTyped, optBoolean, optNumber } from '../validate';
+import { groupNormalize } from './group-normalize';
+
+export interface GroupNormOptions {
+  /** Added to the std before dividing (default 1e-6). */
+  eps?: number;
+  /** Divide by the group's std (default true); false gives score − mean. */
+  normByStd?: boolean;
+}
+
+export function readGroupNorm(opts: Record<string, unknown>): { eps: number; normByStd: boolean } {
+  return {
+    eps: optNumber(opts, 'eps', 'opts', 1e-6, (v) => v >= 0 && Number.isFinite(v), 'a finite number >= 0'),
+    normByStd: optBoolean(opts, 'normByStd', 'opts', true),
+  };
+}
+
+/**
+ * GRPO outcome advantage (SPEC §5).
+ * scores[B], groups[B] (uids), responseMask[B*T] → Float32Array[B*T] holding each trajectory's
+ * group-normalised score on its response tokens (mask ≠ 0) and 0 elsewhere.
+ */
+export function grpoOutcomeAdvantage(
+  scores: Float32Array | Float64Array | number[],
+  groups: ArrayLike<number | string>,
+  responseMask: Uint8Array,
+  seqLen: number,
+  opts?: GroupNormOptions,
+): Float32Array {
+  const T = checkSize(seqLen, 'seqLen');
+  const s = checkFiniteVector(scores, 'scores', null, 'B');
+  const B = s.length;
+  const g = denseGroups(groups, 'groups', B, `B = ${B}`);
+  const mask = checkTyped(responseMask, Uint8Array, 'responseMask', B * T, `B*T = ${B * T}`);
+  const { eps, normByStd } = readGroupNorm(checkOptions(opts, 'opts', ['eps', 'normByStd']));
+
+  const addon = nativeAddon();
+  if (addon) return addon.grpoOutcomeAdvantage(s, g.ids, g.count, mask, B, T, eps, normByStd);
+
+  const adv = groupNormalize(s, g.ids, g.count, eps, normByStd);
+  const out = new Float32Array(B * T);
+  for (let b = 0; b < B; b++) {
+    const a = adv[b]!;
+    const base = b * T;
+    for (let t = 0; t < T; t++) if (mask[base + t] !== 0) out[base + t] = a;
+  }
+  return out;
+}

@@ -1,0 +1,177 @@
+/**
+ * Outcome reward (SPEC §3, verl/Search-R1 `qa_em` semantics): answer extraction, SQuAD-style
+ * normalisation, exact match and token F1, the round-format check and the final score.
+ */
+import { checkOptions, optBoolean, optEnum, optNumber, typeError } from '../validate';
+
+const ANSWER_RE = /<answer>([\s\S]*?)<\/answer>/g;
+
+/** Content of the last `<answer>…</answer>`, trimmed; null when there is none. */
+export function extractSolution(text: string): string | null {
+  if (typeof text !== 'string') throw typeError('a string', 'text', text);
+  let last: string | null = null;
+  for (const m of text.matchAll(ANSWER_RE)) last = m[1] ?? '';
+  return last === null ? null : last.trim();
+}
+
+const ASCII_PUNCT = /[!"#$%&'()*+,\-./:;<=>?@[\\\]^_`{|}~]/g;
+
+/** lowercase → drop ASCII punctuation → drop articles → collapse whitespace; True/False → yes/no. */
+export function normalizeAnswer(s: string): string {
+  if (typeof s !== 'string') throw typeError('a string', 's', s);
+  const bare = s.trim().toLowerCase();
+  const text = bare === 'true' ? 'yes' : bare === 'false' ? 'no' : s;
+  return text
+    .toLowerCase()
+    .replace(ASCII_PUNCT, '')
+    .replace(/\b(a|an|the)\b/g, ' ')
+    .split(/\s+/)
+    .filter((w) => w.length > 0)
+    .join(' ');
+}
+
+function goldList(golds: unknown): string[] {
+  const list = typeof golds === 'string' ? [golds] : golds;
+  if (!Array.isArray(list) || list.length === 0 || !list.every((g) => typeof g === 'string')) {
+    throw typeError('a string or a non-empty array of strings', 'golds', golds);
+  }
+  return list as string[];
+}
+
+/** 1 when the normalised prediction equals any normalised gold, else 0 (null prediction: 0). */
+export function emCheck(pred: string | null, golds: string | readonly string[]): 0 | 1 {
+  const list = goldList(golds);
+  if (pred === null) return 0;
+  if (typeof pred !== 'string') throw typeError('a string or null', 'pred', pred);
+  const p = normalizeAnswer(pred);
+  return list.some((g) => normalizeAnswer(g) === p) ? 1 : 0;
+}
+
+function tokenF1(pred: string[], gold: string[]): number {
+  if (pred.length === 0 || gold.length === 0) return pred.length === gold.length ? 1 : 0;
+  const counts = new Map<string, number>();
+  for (const t of gold) counts.set(t, (counts.get(t) ?? 0) + 1);
+  let common = 0;
+  for (const t of pred) {
+    const c = counts.get(t) ?? 0;
+    if (c > 0) {
+      common++;
+      counts.set(t, c - 1);
+    }
+  }
+  if (common === 0) return 0;
+  const precision = common / pred.length;
+  const recall = common / gold.length;
+  return (2 * precision * recall) / (precision + recall);
+}
+
+/** Token-level F1 over normalised whitespace tokens, max over golds (null prediction: 0). */
+export function f1Score(pred: string | null, golds: string | readonly string[]): number {
+  const list = goldList(golds);
+  if (pred === null) return 0;
+  if (typeof pred !== 'string') throw typeError('a string or null', 'pred', pred);
+  const p = normalizeAnswer(pred).split(' ').filter(Boolean);
+  let best = 0;
+  for (const g of list) best = Math.max(best, tokenF1(p, normalizeAnswer(g).split(' ').filter(Boolean)));
+  return best;
+}
+
+export type FormatResult = { valid: true } | { valid: false; reason: string };
+
+const TAG_RE = /<(\/?)(mem|think|search|answer|information)>/g;
+
+interface Tag {
+  close: boolean;
+  name: string;
+  index: number;
+  end: number;
+}
+
+/**
+ * Every round is `<mem>…</mem> <think>…</think>` then exactly one `<search>…</search>` or
+ * `<answer>…</answer>`; a search may be followed by one `<information>…</information>`
+ * observation; nothing but whitespace outside tags; no nested tags; an answer only in the last
+ * round. With `requireAnswer` the response must also end with an answer round.
+ */
+export function validateFormat(response: string, opts?: { requireAnswer?: boolean }): FormatResult {
+  if (typeof response !== 'string') throw typeError('a string', 'response', response);
+  const o = checkOptions(opts, 'opts', ['requireAnswer']);
+  const requireAnswer = optBoolean(o, 'requireAnswer', 'opts', false);
+
+  const tags: Tag[] = [];
+  for (const m of response.matchAll(TAG_RE)) {
+    tags.push({ close: m[1] === '/', name: m[2] ?? '', index: m.index ?? 0, end: (m.index ?? 0) + m[0].length });
+  }
+  let pos = 0;
+  let i = 0;
+  let round = 0;
+  let answered = false;
+  const fail = (reason: string): FormatResult => ({ valid: false, reason });
+  const gapOk = (to: number) => response.slice(pos, to).trim().length === 0;
+  // Reads `<name> content </name>` at tags[i]; returns an error text or null.
+  const block = (names: string[], where: string): string | null => {
+    const open = tags[i];
+    if (!open) return `round ${round}: expected <${names.join('> or <')}> ${where} but the response ended`;
+    if (!gapOk(open.index)) return `round ${round}: text outside tags before <${open.close ? '/' : ''}${open.name}>`;
+    if (open.close || !names.includes(open.name)) {
+      return `round ${round}: expected <${names.join('> or <')}> ${where} but found <${open.close ? '/' : ''}${open.name}>`;
+    }
+    const close = tags[i + 1];
+    if (!close) return `round ${round}: <${open.name}> is not closed`;
+    if (!close.close || close.name !== open.name) {
+      return `round ${round}: <${open.name}> is not closed before <${close.close ? '/' : ''}${close.name}>`;
+    }
+    pos = close.end;
+    i += 2;
+    return null;
+  };
+
+  while (i < tags.length) {
+    if (answered) return fail(`round ${round + 1}: text after the answer round`);
+    round++;
+    let err = block(['mem'], 'to open the round');
+    if (err) return fail(err);
+    err = block(['think'], 'after </mem>');
+    if (err) return fail(err);
+    const action = tags[i]?.name;
+    err = block(['search', 'answer'], 'after </think>');
+    if (err) return fail(err);
+    if (action === 'answer') {
+      answered = true;
+    } else if (tags[i] && !tags[i]!.close && tags[i]!.name === 'information') {
+      // The observation is tool output: skip to its closing tag whatever it contains.
+      const open = tags[i]!;
+      if (!gapOk(open.index)) return fail(`round ${round}: text outside tags before <information>`);
+      let j = i + 1;
+      while (j < tags.length && !(tags[j]!.close && tags[j]!.name === 'information')) j++;
+      if (j === tags.length) return fail(`round ${round}: <information> is not closed`);
+      pos = tags[j]!.end;
+      i = j + 1;
+    }
+  }
+  if (!gapOk(response.length)) return fail(round === 0 ? 'no tags: expected <mem> to open the round' : `round ${round}: text outside tags at the end`);
+  if (round === 0) return fail('empty response: expected <mem> to open the round');
+  if (requireAnswer && !answered) return fail(`round ${round}: the response ends without an <answer> round`);
+  return { valid: true };
+}
+
+export interface ComputeScoreOptions {
+  /** Score of a response whose format is invalid (default 0). */
+  formatScore?: number;
+  /** 'em' (default, SPEC §3) or 'f1'. */
+  metric?: 'em' | 'f1';
+  /** Passed to validateFormat (default false). */
+  requireAnswer?: boolean;
+}
+
+/** emCheck(extractSolution(response), golds) when the format is valid, else formatScore. */
+export function computeScore(response: string, golds: string | readonly string[], opts?: ComputeScoreOptions): number {
+  const o = checkOptions(opts, 'opts', ['formatScore', 'metric', 'requireAnswer']);
+  const formatScore = optNumber(o, 'formatScore', 'opts', 0, Number.isFinite, 'a finite number');
+  const metric = optEnum(o, 'metric', 'opts', ['em', 'f1'] as const, 'em');
+  const requireAnswer = optBoolean(o, 'requireAnswer', 'opts', false);
+  goldList(golds);
+  if (!validateFormat(response, { requireAnswer }).valid) return formatScore;
+  const pred = extractSolution(response);
+  return metric === 'em' ? emCheck(pred, golds) : f1Score(pred, golds);
+}

@@ -1,2 +1,0 @@
-export { AgentMemory } from './agent-memory';
-export type { AgentMemoryOptions, MemoryRecord, MemoryRecordType } from './agent-memory';

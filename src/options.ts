@@ -1,0 +1,123 @@
+/**
+ * Every option of the rollout pipeline (SPEC §1-§8), typed and validated with zod, each with
+ * the SPEC's default. [decided] rules of the SPEC are options here, never hidden constants.
+ */
+import { z } from 'zod';
+import { ANSWER_TEMPLATE, DEFAULT_TOPK } from './protocol/tags';
+import { MempoPipelineError } from './errors';
+
+const posInt = () => z.number().int().positive();
+const nonNegInt = () => z.number().int().nonnegative();
+const finite = () => z.number();
+/** A number below +Infinity; -Infinity allowed (τ). */
+const threshold = () =>
+  z.custom<number>((v) => typeof v === 'number' && !Number.isNaN(v) && v < Infinity, {
+    message: 'Expected a number below Infinity (-Infinity allowed)',
+  });
+
+export const samplingSchema = z.object({
+  /** Sampling temperature (SPEC §2: temperature sampling; 0 is greedy). */
+  temperature: z.number().nonnegative().default(1),
+  topP: z.number().gt(0).lte(1).default(1),
+  topK: nonNegInt().default(0),
+}).strict();
+
+export const rolloutSchema = z.object({
+  /** Trajectories per question (SPEC §2, default 16). */
+  groupSize: posInt().default(16),
+  /** Most rounds per trajectory (SPEC §1; the notes' training setting 8). */
+  maxTurns: posInt().default(8),
+  /** Response token budget: generated + observation tokens (SPEC §1). */
+  maxResponseTokens: posInt().default(1024),
+  /** Most new tokens in one round. */
+  maxRoundTokens: posInt().default(160),
+  /** 'full' (training rollout, default) or 'memory' (SPEC §7 window). */
+  context: z.enum(['full', 'memory']).default('full'),
+  /** Questions whose groups are generated and scored together (one scorer call). */
+  questionsPerBatch: posInt().default(8),
+  /** Most sequences per model forward pass when generating. */
+  maxGenerateBatch: posInt().default(64),
+  /** Seed of sampling; the same seed reproduces the same batch. */
+  seed: nonNegInt().default(0),
+  sampling: samplingSchema.default({ temperature: 1, topP: 1, topK: 0 }),
+}).strict();
+
+export const toolSchema = z.object({
+  /** Documents per search (default 3). */
+  topk: posInt().default(DEFAULT_TOPK),
+  /** Each document cut to this many characters; null keeps all. */
+  docMaxChars: posInt().nullable().default(512),
+  /** HTTP retriever: per-request timeout, retries and first backoff. */
+  timeoutMs: posInt().default(10000),
+  retries: nonNegInt().default(3),
+  backoffMs: nonNegInt().default(250),
+}).strict();
+
+export const memorySchema = z.object({
+  /** [decided] mem span with its tags ('inclusive', default) or only its content (SPEC §1). */
+  memSpan: z.enum(['inclusive', 'content']).default('inclusive'),
+  /** Memory-reward target (SPEC §4). Must contain `{answer}` once. */
+  answerTemplate: z.string().refine((s) => s.split('{answer}').length === 2, { message: 'must contain {answer} exactly once' }).default(ANSWER_TEMPLATE),
+  /** [decided] which gold fills the target when there are several (SPEC §4). */
+  gold: z.enum(['first', 'shortest', 'longest']).default('first'),
+  /** [decided] P when no answer token passes τ (SPEC §4): 0 ('zero', default) or the plain geometric mean over all answer tokens ('all-tokens'). */
+  emptyKept: z.enum(['zero', 'all-tokens']).default('zero'),
+  /** τ of the threshold filter (SPEC §4, ln 0.5); -Infinity = plain geometric mean. */
+  threshold: threshold().default(Math.log(0.5)),
+  /** Memory context includes the previous observation (notes 0x04 §4.4 gap; SPEC default false). */
+  memContextIncludesLastObservation: z.boolean().default(false),
+  /** SPEC §7 window: tool results kept in the memory-policy prompt. */
+  windowToolResults: posInt().default(1),
+  /** SPEC §7 shortText of search results (null = full text, default) and webpages (100). */
+  searchShortTextChars: posInt().nullable().default(null),
+  webpageShortTextChars: posInt().nullable().default(100),
+  /** Most tokens per forward pass of the memory-reward scorer. */
+  scorerMaxBatchTokens: posInt().default(8192),
+  /** Compute memory rewards at all (eval turns it off). */
+  enabled: z.boolean().default(true),
+}).strict();
+
+export const rewardSchema = z.object({
+  /** Score of an invalid format (SPEC §3, default 0). */
+  formatScore: finite().default(0),
+  metric: z.enum(['em', 'f1']).default('em'),
+  requireAnswer: z.boolean().default(false),
+}).strict();
+
+export const advantageSchema = z.object({
+  eps: z.number().nonnegative().default(1e-6),
+  normByStd: z.boolean().default(true),
+  memGrouping: z.enum(['question', 'question-round']).default('question'),
+  /** Weight of the memory advantage (SPEC §5, default 1). */
+  alpha: finite().default(1),
+}).strict();
+
+export const pipelineSchema = z.object({
+  rollout: rolloutSchema.default(() => rolloutSchema.parse({})),
+  tool: toolSchema.default(() => toolSchema.parse({})),
+  memory: memorySchema.default(() => memorySchema.parse({})),
+  reward: rewardSchema.default(() => rewardSchema.parse({})),
+  advantage: advantageSchema.default(() => advantageSchema.parse({})),
+}).strict();
+
+export type SamplingOptions = z.output<typeof samplingSchema>;
+export type RolloutOptions = z.output<typeof rolloutSchema>;
+export type ToolOptions = z.output<typeof toolSchema>;
+export type MemoryOptions = z.output<typeof memorySchema>;
+export type RewardOptions = z.output<typeof rewardSchema>;
+export type AdvantageOptions = z.output<typeof advantageSchema>;
+export type PipelineOptions = z.output<typeof pipelineSchema>;
+/** What a caller may pass: every field optional, nested groups partial. */
+export type PipelineOptionsInput = z.input<typeof pipelineSchema>;
+
+/** Validates options and fills in defaults; an invalid option is an error naming it. */
+export function resolveOptions(input: unknown = {}): PipelineOptions {
+  const r = pipelineSchema.safeParse(input ?? {});
+  if (!r.success) {
+    const issue = r.error.issues[0]!;
+    const path = issue.path.map(String).join('.');
+    const keys = issue.code === 'unrecognized_keys' ? ` (${(issue as { keys: string[] }).keys.map((k) => JSON.stringify(k)).join(', ')})` : '';
+    throw new MempoPipelineError('ERR_INVALID_OPTION', `Invalid option ${path.length ? `options.${path}` : 'options'}: ${issue.message}${keys}`);
+  }
+  return r.data;
+}

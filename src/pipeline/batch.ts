@@ -1,0 +1,171 @@
+/**
+ * What a trainer gets (SPEC §8): one `BatchRecord` per trajectory (the batch.jsonl line) and
+ * the same batch as padded B × T typed arrays for a tensor trainer.
+ */
+import { maxOf } from '../util';
+import type { Violation } from '../protocol/round';
+import type { DoneReason } from './rollout';
+import type { ScoredTrajectory } from './score';
+
+export interface BatchRound {
+  /** 1-based. */
+  index: number;
+  /** [start, end) of the round's generated tokens in the response. */
+  start: number;
+  end: number;
+  /** [start, end) of the round's mem span (per `memory.memSpan`), or null when not closed. */
+  memSpan: [number, number] | null;
+  memReward: number | null;
+  pFull: number | null;
+  pMem: number | null;
+  action: 'search' | 'answer' | null;
+  query: string | null;
+  answer: string | null;
+  violations: Violation[];
+  finishReason: string;
+  contextTokens: number;
+  /** [start, end) of the observation segment that followed, or null. */
+  observation: { start: number; end: number; truncated: boolean } | null;
+}
+
+export interface BatchRecord {
+  uid: string;
+  sample: number;
+  question: string;
+  golds: string[];
+  hops: number | null;
+  objectives: number | null;
+  promptIds: number[];
+  responseIds: number[];
+  responseMask: number[];
+  /** Sampling log-prob per response token (0 on observations); null when the generator gave none. */
+  oldLogp: number[] | null;
+  rounds: BatchRound[];
+  /** Outcome reward (SPEC §3); null when the trajectory was excluded. */
+  score: number | null;
+  formatValid: boolean;
+  formatReason: string | null;
+  outcomeAdvantage: number[];
+  memoryAdvantage: number[];
+  /** outcome + alpha · memory on response tokens (SPEC §5). */
+  advantages: number[];
+  text: string;
+  doneReason: DoneReason | null;
+  /** A tool failure, or a failed request / scoring item on the inference server ('backend-error'), naming the server and the item: the trajectory is excluded from advantages. */
+  error: string | null;
+  excluded: boolean;
+}
+
+export function toBatchRecord(s: ScoredTrajectory, memSpanMode: 'inclusive' | 'content'): BatchRecord {
+  const t = s.trajectory;
+  const q = t.question;
+  return {
+    uid: t.uid,
+    sample: t.sample,
+    question: q.question,
+    golds: q.golds,
+    hops: q.hops ?? null,
+    objectives: q.objectives ?? null,
+    promptIds: t.promptIds,
+    responseIds: t.responseIds,
+    responseMask: t.responseMask,
+    oldLogp: t.hasLogprobs ? t.oldLogp : null,
+    rounds: t.rounds.map((r, i) => {
+      const rr = s.roundRewards[i] ?? null;
+      let memSpan: [number, number] | null = null;
+      if (r.memOpen !== null && r.memClose !== null) {
+        memSpan = memSpanMode === 'inclusive' ? [r.memOpen, r.memClose + 1] : [r.memOpen + 1, r.memClose];
+      }
+      return {
+        index: r.index,
+        start: r.start,
+        end: r.end,
+        memSpan,
+        memReward: rr?.memReward ?? null,
+        pFull: rr?.pFull ?? null,
+        pMem: rr?.pMem ?? null,
+        action: r.action,
+        query: r.query,
+        answer: r.answer,
+        violations: r.violations,
+        finishReason: r.finishReason,
+        contextTokens: r.contextTokens,
+        observation: r.observation === null ? null : { start: r.observation.start, end: r.observation.end, truncated: r.observation.truncated },
+      };
+    }),
+    score: s.score,
+    formatValid: s.formatValid,
+    formatReason: s.formatReason,
+    outcomeAdvantage: Array.from(s.outcomeAdvantage),
+    memoryAdvantage: Array.from(s.memoryAdvantage),
+    advantages: Array.from(s.advantages),
+    text: s.text,
+    doneReason: t.doneReason,
+    error: t.error,
+    excluded: s.excluded,
+  };
+}
+
+export interface TensorBatch {
+  /** Rows (trajectories) and padded lengths. */
+  B: number;
+  /** Longest prompt (prompts are left-padded). */
+  P: number;
+  /** Longest response (responses are right-padded). */
+  T: number;
+  padTokenId: number;
+  uids: string[];
+  promptIds: Int32Array;
+  promptMask: Uint8Array;
+  responseIds: Int32Array;
+  /** 1 on generated tokens, 0 on observations and padding. */
+  responseMask: Uint8Array;
+  /** 1 on every real response token (generated or observation), 0 on padding. */
+  attentionMask: Uint8Array;
+  advantages: Float32Array;
+  outcomeAdvantages: Float32Array;
+  memoryAdvantages: Float32Array;
+  oldLogp: Float32Array;
+  scores: Float32Array;
+  /** 1 when the row was excluded (tool or inference-server failure): its advantages are 0. */
+  excluded: Uint8Array;
+}
+
+/** SPEC §8: the batch as padded typed arrays (B × P prompts left-padded, B × T responses right-padded). */
+export function toTensorBatch(records: readonly BatchRecord[], padTokenId = 0): TensorBatch {
+  const B = records.length;
+  const P = maxOf(0, records.map((r) => r.promptIds.length));
+  const T = maxOf(0, records.map((r) => r.responseIds.length));
+  const tb: TensorBatch = {
+    B, P, T, padTokenId,
+    uids: records.map((r) => r.uid),
+    promptIds: new Int32Array(B * P).fill(padTokenId),
+    promptMask: new Uint8Array(B * P),
+    responseIds: new Int32Array(B * T).fill(padTokenId),
+    responseMask: new Uint8Array(B * T),
+    attentionMask: new Uint8Array(B * T),
+    advantages: new Float32Array(B * T),
+    outcomeAdvantages: new Float32Array(B * T),
+    memoryAdvantages: new Float32Array(B * T),
+    oldLogp: new Float32Array(B * T),
+    scores: new Float32Array(B),
+    excluded: new Uint8Array(B),
+  };
+  records.forEach((r, b) => {
+    const off = b * P + (P - r.promptIds.length);
+    tb.promptIds.set(r.promptIds, off);
+    tb.promptMask.fill(1, off, (b + 1) * P);
+    const base = b * T;
+    const n = r.responseIds.length;
+    tb.responseIds.set(r.responseIds, base);
+    tb.responseMask.set(r.responseMask, base);
+    tb.attentionMask.fill(1, base, base + n);
+    tb.advantages.set(r.advantages, base);
+    tb.outcomeAdvantages.set(r.outcomeAdvantage, base);
+    tb.memoryAdvantages.set(r.memoryAdvantage, base);
+    if (r.oldLogp !== null) tb.oldLogp.set(r.oldLogp, base);
+    tb.scores[b] = r.score ?? 0;
+    tb.excluded[b] = r.excluded ? 1 : 0;
+  });
+  return tb;
+}

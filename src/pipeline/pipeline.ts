@@ -1,0 +1,151 @@
+/**
+ * The MemPO pipeline (SPEC §1-§8) as a library: questions → groups of multi-turn search
+ * trajectories → outcome rewards, memory rewards, advantages → `BatchRecord`s for a trainer.
+ * Questions are processed in fixed batches of `rollout.questionsPerBatch` (every group of a
+ * batch in flight together, one scorer call per batch), so a batch depends only on the
+ * options, its questions and the seed: the same seed reproduces the same batch, and a resumed
+ * run regenerates an interrupted batch exactly.
+ *
+ * A generation request or scoring item that fails for good on an inference server (the
+ * generator / scorer throws `PartialResultsError`) fails only its trajectory ('backend-error',
+ * excluded like a tool failure). A batch in which every trajectory failed that way stops the run
+ * (`ERR_BACKEND`) before its records are delivered: the servers are down or misconfigured, and a
+ * resumed run redoes that batch.
+ */
+import { runAgentLoop, type AgentLoopStats } from './rollout';
+import { toBatchRecord, type BatchRecord } from './batch';
+import type { Generator, TargetScorer } from '../engines/local/local-model';
+import { resolveOptions, type PipelineOptions, type PipelineOptionsInput } from '../options';
+import { checkQuestions, type Question } from '../io/questions';
+import { scoreBatch } from './score';
+import { MempoPipelineError } from '../errors';
+import type { Retriever } from '../retrieval/observation';
+
+export interface ProgressSink {
+  /** Called once before work starts. */
+  onPlan?(plan: { questions: number; trajectories: number; batches: number; skippedQuestions: number }): void;
+  onRound?(): void;
+  onTrajectoryDone?(): void;
+  onQuestionDone?(uid: string): void;
+  /** Called before and after a batch's scorer call. */
+  onScoring?(event: { batch: number; items: number; done: boolean }): void;
+}
+
+export interface PipelineInput {
+  questions: readonly Question[] | readonly unknown[];
+  generator: Generator;
+  /** Memory-reward scorer; null disables memory rewards. */
+  scorer: TargetScorer | null;
+  retriever: Retriever;
+  options?: PipelineOptionsInput | PipelineOptions;
+  /** Groups already complete (resume): their questions' batches are skipped when whole, their records never re-emitted. */
+  skipUids?: ReadonlySet<string>;
+  /** Receives each batch's records as soon as the batch is scored (write them out here). */
+  onBatch?(records: BatchRecord[], batchIndex: number): void | Promise<void>;
+  progress?: ProgressSink;
+}
+
+export interface StageTimes {
+  generateMs: number;
+  toolMs: number;
+  scoreMs: number;
+  advantageMs: number;
+  writeMs: number;
+  totalMs: number;
+}
+
+export interface PipelineStats extends Omit<AgentLoopStats, 'generateMs' | 'toolMs'> {
+  batches: number;
+  skippedBatches: number;
+  snapshots: number;
+  scoredItems: number;
+  scorerCalls: number;
+  times: StageTimes;
+}
+
+export interface PipelineResult {
+  records: BatchRecord[];
+  stats: PipelineStats;
+  options: PipelineOptions;
+}
+
+/** Splits the question list into the pipeline's fixed batches. */
+export function questionBatches<T>(questions: readonly T[], perBatch: number): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < questions.length; i += perBatch) out.push(questions.slice(i, i + perBatch));
+  return out;
+}
+
+export async function runPipeline(input: PipelineInput): Promise<PipelineResult> {
+  const options = resolveOptions(input.options ?? {});
+  const questions = checkQuestions(input.questions as unknown[]);
+  const skip = input.skipUids ?? new Set<string>();
+  const progress = input.progress;
+  const batches = questionBatches(questions, options.rollout.questionsPerBatch);
+  const n = options.rollout.groupSize;
+  const skipped = questions.filter((q) => skip.has(q.id)).length;
+  progress?.onPlan?.({ questions: questions.length - skipped, trajectories: (questions.length - skipped) * n, batches: batches.filter((qs) => !qs.every((q) => skip.has(q.id))).length, skippedQuestions: skipped });
+
+  const stats: PipelineStats = {
+    steps: 0, rounds: 0, generatedTokens: 0, observationTokens: 0, searches: 0, toolErrors: 0, backendErrors: 0,
+    batches: 0, skippedBatches: 0, snapshots: 0, scoredItems: 0, scorerCalls: 0,
+    times: { generateMs: 0, toolMs: 0, scoreMs: 0, advantageMs: 0, writeMs: 0, totalMs: 0 },
+  };
+  const t0 = performance.now();
+  const records: BatchRecord[] = [];
+  for (let b = 0; b < batches.length; b++) {
+    const qs = batches[b]!;
+    if (qs.every((q) => skip.has(q.id))) {
+      stats.skippedBatches++;
+      continue;
+    }
+    const fresh = new Set(qs.filter((q) => !skip.has(q.id)).map((q) => q.id));
+    const left = new Map(qs.map((q) => [q.id, n]));
+    const { trajectories, stats: ls } = await runAgentLoop({
+      questions: qs,
+      generator: input.generator,
+      retriever: input.retriever,
+      options,
+      batchIndex: b,
+      hooks: {
+        onRound: (t) => { if (fresh.has(t.uid)) progress?.onRound?.(); },
+        onDone: (t) => {
+          if (!fresh.has(t.uid)) return;
+          progress?.onTrajectoryDone?.();
+          const k = left.get(t.uid)! - 1;
+          left.set(t.uid, k);
+          if (k === 0) progress?.onQuestionDone?.(t.uid);
+        },
+      },
+    });
+    stats.batches++;
+    for (const k of ['steps', 'rounds', 'generatedTokens', 'observationTokens', 'searches', 'toolErrors', 'backendErrors'] as const) stats[k] += ls[k];
+    stats.times.generateMs += ls.generateMs;
+    stats.times.toolMs += ls.toolMs;
+
+    progress?.onScoring?.({ batch: b, items: 0, done: false });
+    const { scored, stats: ss } = await scoreBatch(trajectories, input.generator.codec, input.scorer, options);
+    progress?.onScoring?.({ batch: b, items: ss.scoredItems, done: true });
+    stats.snapshots += ss.snapshots;
+    stats.scoredItems += ss.scoredItems;
+    stats.scorerCalls += ss.scorerCalls;
+    stats.backendErrors += ss.backendErrors;
+    stats.times.scoreMs += ss.scoreMs;
+    stats.times.advantageMs += ss.advantageMs;
+
+    if (trajectories.length > 0 && trajectories.every((t) => t.doneReason === 'backend-error')) {
+      throw new MempoPipelineError(
+        'ERR_BACKEND',
+        `batch ${b + 1} of ${batches.length}: all ${trajectories.length} trajectories failed on the inference server, so the run stops ` +
+          `(${b === 0 ? 'no batch was finished' : 'the batches before it were delivered'}; a resumed run redoes this one); first error: ${trajectories[0]!.error}`,
+      );
+    }
+    const out = scored.filter((s) => fresh.has(s.trajectory.uid)).map((s) => toBatchRecord(s, options.memory.memSpan));
+    const tw = performance.now();
+    if (input.onBatch) await input.onBatch(out, b);
+    stats.times.writeMs += performance.now() - tw;
+    for (const r of out) records.push(r);
+  }
+  stats.times.totalMs = performance.now() - t0;
+  return { records, stats, options };
+}

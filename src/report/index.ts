@@ -1,2 +1,0 @@
-export { renderReport } from './html';
-export type { ReportOptions } from './html';

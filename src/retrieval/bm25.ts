@@ -1,0 +1,80 @@
+/**
+ * The embedded retriever: BM25 (minisearch's BM25+, k1 1.2, b 0.7, delta 0.5) over a JSONL
+ * corpus of `{ id, title, contents }` lines, fields `title` and `contents` searched together.
+ */
+import MiniSearch from 'minisearch';
+import { z } from 'zod';
+import { MempoPipelineError } from '../errors';
+import { readJsonlLines } from '../io/jsonl';
+import type { RetrievedDoc, Retriever } from './observation';
+
+export const corpusLineSchema = z.object({
+  id: z.preprocess((v) => (typeof v === 'number' && Number.isInteger(v) ? String(v) : v), z.string().min(1)),
+  title: z.string().default(''),
+  contents: z.string(),
+});
+
+export type CorpusDocument = z.output<typeof corpusLineSchema>;
+
+export interface Bm25Options {
+  /** BM25 parameters (minisearch defaults). */
+  k?: number;
+  b?: number;
+  d?: number;
+  /** Weight of a title match relative to a contents match (default 1). */
+  titleBoost?: number;
+}
+
+export class Bm25Retriever implements Retriever {
+  readonly name: string;
+  readonly size: number;
+  private readonly index: MiniSearch<CorpusDocument>;
+  private readonly docs: Map<string, CorpusDocument>;
+  private readonly options: Required<Bm25Options>;
+
+  constructor(docs: readonly CorpusDocument[], options: Bm25Options = {}, name = 'bm25') {
+    this.name = name;
+    this.options = { k: options.k ?? 1.2, b: options.b ?? 0.7, d: options.d ?? 0.5, titleBoost: options.titleBoost ?? 1 };
+    this.docs = new Map();
+    docs.forEach((doc, i) => {
+      if (this.docs.has(doc.id)) {
+        throw new MempoPipelineError('ERR_INVALID_INPUT', `${name}: document ${i + 1} repeats the id ${JSON.stringify(doc.id)}`);
+      }
+      this.docs.set(doc.id, doc);
+    });
+    this.size = docs.length;
+    this.index = new MiniSearch<CorpusDocument>({ fields: ['title', 'contents'], idField: 'id' });
+    this.index.addAll(docs as CorpusDocument[]);
+  }
+
+  /** Loads and validates a JSONL corpus (`{ id, title, contents }` per line). */
+  static fromJsonl(file: string, options: Bm25Options = {}): Bm25Retriever {
+    const lines = readJsonlLines(file, corpusLineSchema);
+    const seen = new Map<string, number>();
+    for (const { line, value } of lines) {
+      const prev = seen.get(value.id);
+      if (prev !== undefined) throw new MempoPipelineError('ERR_INVALID_INPUT', `${file}:${line}: field "id": ${JSON.stringify(value.id)} repeats line ${prev}`);
+      seen.set(value.id, line);
+    }
+    return new Bm25Retriever(lines.map((l) => l.value), options, `bm25:${file}`);
+  }
+
+  search(queries: readonly string[], topk: number): Promise<RetrievedDoc[][]> {
+    return Promise.resolve(queries.map((q) => this.searchOne(q, topk)));
+  }
+
+  searchOne(query: string, topk: number): RetrievedDoc[] {
+    if (query.trim().length === 0) return [];
+    const hits = this.index.search(query, {
+      combineWith: 'OR',
+      prefix: false,
+      fuzzy: false,
+      boost: { title: this.options.titleBoost },
+      bm25: { k: this.options.k, b: this.options.b, d: this.options.d },
+    });
+    return hits.slice(0, topk).map((h) => {
+      const doc = this.docs.get(String(h.id))!;
+      return { id: doc.id, title: doc.title, contents: doc.contents, score: h.score };
+    });
+  }
+}

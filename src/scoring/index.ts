@@ -1,3 +1,0 @@
-export { gatherLogProbs } from './gather';
-export { answerProbability, memoryRewards } from './answer';
-export type { AnswerProbabilityOptions, MemoryRewards } from './answer';

@@ -1,0 +1,82 @@
+/**
+ * `mempo serve-retriever`: the Search-R1 / ASearcher retrieval-server API over any Retriever
+ * (the embedded BM25 by default), so that the HTTP path of a rollout can run against a real
+ * server on loopback and a user can put a local corpus behind the production interface.
+ *
+ *   POST /retrieve  { queries: string[], topk?: number, return_scores?: boolean }
+ *   →               { result: [[{ document: { id, title, contents }, score }]] }   (one list per query)
+ *
+ * Without return_scores each hit is the bare document, as Search-R1's server answers.
+ */
+import * as http from 'node:http';
+import { listenOn, parseJsonObject, readBody, RequestError, sendJson } from './http';
+import type { Retriever } from '../retrieval/observation';
+
+export interface RetrievalServerOptions {
+  /** Largest request body accepted, in bytes (default 1 MiB); larger ones get 413. */
+  maxBodyBytes?: number;
+  /** Most queries in one request (default 4096) and most documents per query (default 100). */
+  maxQueries?: number;
+  maxTopk?: number;
+  /** topk when the request has none (default 3, the rollout default). */
+  defaultTopk?: number;
+}
+
+/** Checks a /retrieve body; every message names the field at fault. */
+export function parseRetrieveRequest(
+  text: string,
+  o: Required<RetrievalServerOptions>,
+): { queries: string[]; topk: number; returnScores: boolean } {
+  const b = parseJsonObject(text);
+  const queries = b['queries'];
+  if (!Array.isArray(queries)) throw new RequestError(400, 'field "queries": expected an array of strings');
+  if (queries.length > o.maxQueries) throw new RequestError(400, `field "queries": at most ${o.maxQueries} queries per request, received ${queries.length}`);
+  queries.forEach((q, i) => {
+    if (typeof q !== 'string') throw new RequestError(400, `field "queries[${i}]": expected a string`);
+  });
+  const topk = b['topk'] ?? o.defaultTopk;
+  if (typeof topk !== 'number' || !Number.isInteger(topk) || topk < 1 || topk > o.maxTopk) {
+    throw new RequestError(400, `field "topk": expected an integer in [1, ${o.maxTopk}], received ${JSON.stringify(topk)}`);
+  }
+  const rs = b['return_scores'] ?? true;
+  if (typeof rs !== 'boolean') throw new RequestError(400, 'field "return_scores": expected a boolean');
+  return { queries: queries as string[], topk, returnScores: rs };
+}
+
+export function createRetrievalServer(retriever: Retriever, options: RetrievalServerOptions = {}): http.Server {
+  const o: Required<RetrievalServerOptions> = {
+    maxBodyBytes: options.maxBodyBytes ?? 1 << 20,
+    maxQueries: options.maxQueries ?? 4096,
+    maxTopk: options.maxTopk ?? 100,
+    defaultTopk: options.defaultTopk ?? 3,
+  };
+  return http.createServer((req, res) => {
+    const send = (status: number, payload: unknown) => sendJson(res, status, payload);
+    const path = (req.url ?? '/').split('?')[0];
+    if (path !== '/retrieve') return send(404, { error: `no such endpoint ${path}; use POST /retrieve` });
+    if (req.method !== 'POST') return send(405, { error: `method ${req.method} not allowed; use POST /retrieve` });
+    readBody(req, o.maxBodyBytes)
+      .then(async (text) => {
+        const { queries, topk, returnScores } = parseRetrieveRequest(text, o);
+        const hits = await retriever.search(queries, topk);
+        send(200, {
+          result: hits.map((list) =>
+            list.map((d) => {
+              const document = { id: d.id ?? null, title: d.title, contents: d.contents };
+              return returnScores ? { document, score: d.score } : document;
+            }),
+          ),
+        });
+      })
+      .catch((err: unknown) => {
+        if (res.headersSent || res.destroyed) return;
+        if (err instanceof RequestError) send(err.status, { error: err.message });
+        else send(500, { error: `retriever failed: ${(err as Error).message}` });
+      });
+  });
+}
+
+/** Listens on host:port (port 0 picks a free one); resolves to the bound URL of /retrieve. */
+export async function listen(server: http.Server, port: number, host = '127.0.0.1'): Promise<string> {
+  return `${await listenOn(server, port, host)}/retrieve`;
+}

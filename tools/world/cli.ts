@@ -1,0 +1,153 @@
+#!/usr/bin/env node
+/**
+ * World generator CLI (`npm run world:generate` = build + `node dist-tools/tools/world/cli.js`).
+ *
+ *   node dist-tools/tools/world/cli.js [generate] [--seed N] [--out data/world] [--tokenizer --model models/mempo-tiny]
+ *       writes data/world/{corpus,train,dev,test,oracle-dev}.jsonl + meta.json (and, with
+ *       --tokenizer, the tokenizer files of the model directory), byte-identical per seed.
+ *   node dist-tools/tools/world/cli.js tokenizer [--model models/mempo-tiny]
+ *   node dist-tools/tools/world/cli.js samples --split train|dev [--draws 1] [--flaw-rate 0.3] [--samples-out F]
+ *       tokenised training samples for training/train.py
+ */
+import * as fs from 'fs';
+import * as path from 'path';
+import { Question } from './questions';
+import { Rng } from './rng';
+import { cachedEncoder, loadTokenizer, trajectorySamples, trajectoryStream } from './samples';
+import {
+  DEFAULT_SEED, MAX_POSITIONS, World, buildWorld, oracleTrajectories, tokenizerFiles, worldFiles,
+} from './world';
+
+function arg(name: string, dflt: string): string {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 && process.argv[i + 1] !== undefined ? (process.argv[i + 1] as string) : dflt;
+}
+
+function writeTokenizer(w: World, modelDir: string): void {
+  fs.mkdirSync(modelDir, { recursive: true });
+  for (const [name, text] of Object.entries(tokenizerFiles(w))) fs.writeFileSync(path.join(modelDir, name), text);
+  console.log(`tokenizer -> ${modelDir}`);
+}
+
+function generate(seed: number, outDir: string, modelDir: string, withTokenizer: boolean): void {
+  const w = buildWorld(seed);
+  fs.mkdirSync(outDir, { recursive: true });
+  const files = worldFiles(w);
+  for (const [name, text] of Object.entries(files)) fs.writeFileSync(path.join(outDir, name), text);
+  console.log(files['meta.json']);
+  if (withTokenizer) writeTokenizer(w, modelDir);
+}
+
+/** Tokenised per-round training samples for training/train.py (not committed). */
+/**
+ * World k of the training mix: k = 0 is the shipped world; k >= 1 are auxiliary worlds built
+ * from other seeds (fresh fictional names, so the model must copy names from its context
+ * instead of memorising the shipped world). Auxiliary questions that mention a name of the
+ * shipped world's dev/test entities are dropped, so dev/test stay unseen.
+ */
+export const AUX_SEED_STRIDE = 1009;
+
+async function writeSamples(
+  seed: number, modelDir: string, out: string, draws: number, split: 'train' | 'dev' | 'test', flawRate: number,
+  worlds = 1, perWorld = 0, withFull = true,
+): Promise<void> {
+  const main = buildWorld(seed);
+  const held = new Set(main.kb.entities.filter((e) => e.split !== 'train').map((e) => e.name));
+  const tok = await loadTokenizer(modelDir);
+  const enc = cachedEncoder(tok);
+  fs.mkdirSync(path.dirname(out), { recursive: true });
+  const fd = fs.openSync(out, 'w');
+  const stats: Record<string, { n: number; ctx: number; out: number; max: number }> = {};
+  let checked = 0;
+  let flawed = 0;
+  let trajs = 0;
+  for (let k = 0; k < worlds; k++) {
+   const w = k === 0 ? main : buildWorld(seed + AUX_SEED_STRIDE * k);
+   let qs = w.questions[split];
+   if (k > 0) {
+     qs = qs.filter((q) => q.chains.every((c) => c.every((h) => !held.has(w.kb.byId.get(h.subject)!.name)
+       && !(w.kb.byId.has(h.object) && held.has(w.kb.byId.get(h.object)!.name)))));
+   }
+   if (perWorld > 0) qs = new Rng(seed + 31 * k).shuffle(qs.slice()).slice(0, perWorld);
+   const byId = new Map(qs.map((q) => [q.id, q]));
+   for (let d = 0; d < draws; d++) {
+    const ts = oracleTrajectories(w, qs, seed + 100 + d + 7 * k, flawRate);
+    const lines: string[] = [];
+    for (const t of ts) {
+      trajs++;
+      if (t.flaw) flawed++;
+      const q = byId.get(t.qid)!;
+      for (const s of trajectorySamples(t)) {
+        if (s.policy === 'full' && !withFull) continue;
+        const c = enc.encode(s.context);
+        const o = enc.encode(s.output);
+        if (checked < 300 && (trajs % 37 === 0)) {
+          const ref = Array.from(tok.encode(s.context + s.output, { add_special_tokens: false }));
+          if (ref.join() !== c.concat(o).join()) throw new Error(`cached encoding mismatch in ${t.qid}`);
+          checked++;
+        }
+        if (c.length + o.length > MAX_POSITIONS) continue;
+        const st = (stats[s.policy] ??= { n: 0, ctx: 0, out: 0, max: 0 });
+        st.n++;
+        st.ctx += c.length;
+        st.out += o.length;
+        st.max = Math.max(st.max, c.length + o.length);
+        lines.push(JSON.stringify({ p: s.policy, h: q.hops, k: q.objectives, r: s.round, f: t.flaw ? 1 : 0, c, o }));
+      }
+      // whole full-policy trajectory (loss on generated tokens only)
+      const st = trajectoryStream(t);
+      const c = enc.encode(st.context);
+      const o: number[] = [];
+      const m: number[] = [];
+      for (const p of st.pieces) {
+        const ids = enc.encode(p.text);
+        for (const x of ids) {
+          o.push(x);
+          m.push(p.generated ? 1 : 0);
+        }
+      }
+      const room = MAX_POSITIONS - c.length;
+      const ss = (stats.stream ??= { n: 0, ctx: 0, out: 0, max: 0 });
+      ss.n++;
+      ss.ctx += c.length;
+      ss.out += Math.min(room, o.length);
+      ss.max = Math.max(ss.max, c.length + o.length);
+      lines.push(JSON.stringify({
+        p: 'stream', h: q.hops, k: q.objectives, r: 0, f: t.flaw ? 1 : 0, c, o: o.slice(0, room), m: m.slice(0, room),
+      }));
+    }
+    fs.writeSync(fd, lines.join('\n') + '\n');
+   }
+  }
+  fs.closeSync(fd);
+  console.log(JSON.stringify({ trajectories: trajs, flawed, checked, stats }));
+}
+
+/** Pick up to n questions of each kind (hops / objectives), in file order. */
+function main(): void {
+  const cmd = process.argv[2] && !process.argv[2].startsWith('--') ? process.argv[2] : 'generate';
+  const seed = Number(arg('seed', String(DEFAULT_SEED)));
+  const modelDir = arg('model', 'models/mempo-tiny');
+  if (cmd === 'tokenizer') {
+    writeTokenizer(buildWorld(seed), modelDir);
+    return;
+  }
+  if (cmd === 'samples') {
+    const split = arg('split', 'train') as 'train' | 'dev' | 'test';
+    writeSamples(seed, modelDir, arg('samples-out', `training/out/samples-${split}.jsonl`), Number(arg('draws', '1')),
+      split, Number(arg('flaw-rate', '0.3')), Number(arg('worlds', '1')), Number(arg('per-world', '0')),
+      !process.argv.includes('--no-full'))
+      .catch((e) => {
+        console.error(e);
+        process.exit(1);
+      });
+    return;
+  }
+  if (cmd === 'generate') {
+    generate(seed, arg('out', 'data/world'), modelDir, process.argv.includes('--tokenizer'));
+    return;
+  }
+  throw new Error(`unknown command ${cmd}`);
+}
+
+if (require.main === module) main();

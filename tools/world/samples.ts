@@ -1,0 +1,137 @@
+/**
+ * Per-round training samples from oracle trajectories, under both context policies
+ * (SPEC §1, §7), plus memory-reward-shaped samples (SPEC §4: promptIds + `<mem>…</mem>`
+ * followed by `<answer>gold</answer>`). Tokenised with the shipped tokenizer through
+ * @huggingface/transformers, so the ids are exactly what the runtime produces.
+ */
+import * as path from 'path';
+import {
+  MEM_CLOSE, MEM_OPEN, SPECIAL_TOKENS, SPECIAL_TOKEN_IDS, SpecialToken, renderAnswerTarget,
+  observationSegment, renderFullContext, renderMemoryContext, renderPrompt,
+} from '../../src/protocol/tags';
+import type { OracleTrajectory } from './oracle';
+
+export type SamplePolicy = 'memory' | 'full' | 'score';
+
+/**
+ * A whole `full`-policy trajectory as one sequence: context = promptIds, output = the
+ * response stream; `outputMask` is 1 on generated round text and 0 on observation segments
+ * (SPEC response_mask). Training on it equals training on every round's `full` context.
+ */
+export interface StreamSample {
+  qid: string;
+  context: string;
+  pieces: { text: string; generated: boolean }[];
+}
+
+export function trajectoryStream(t: OracleTrajectory): StreamSample {
+  const pieces: { text: string; generated: boolean }[] = [];
+  for (const r of t.rounds) {
+    pieces.push({ text: r.text, generated: true });
+    if (r.observation !== undefined) pieces.push({ text: observationSegment(r.observation), generated: false });
+  }
+  return { qid: t.qid, context: renderPrompt(t.question), pieces };
+}
+
+export interface TextSample {
+  policy: SamplePolicy;
+  qid: string;
+  round: number; // 1-based
+  context: string;
+  output: string;
+}
+
+/** All samples of one trajectory. */
+export function trajectorySamples(t: OracleTrajectory): TextSample[] {
+  const out: TextSample[] = [];
+  const texts = t.rounds.map((r) => r.text);
+  const obs = t.rounds.map((r) => r.observation).filter((o): o is string => o !== undefined);
+  t.rounds.forEach((r, i) => {
+    const prev = t.rounds[i - 1];
+    const memCtx = i === 0 || !prev
+      ? renderPrompt(t.question)
+      : renderMemoryContext(t.question, prev.text, prev.observation ?? '');
+    out.push({ policy: 'memory', qid: t.qid, round: i + 1, context: memCtx, output: r.text });
+    if (i > 0) {
+      out.push({
+        policy: 'full', qid: t.qid, round: i + 1,
+        context: renderFullContext(t.question, texts.slice(0, i), obs.slice(0, i)),
+        output: r.text,
+      });
+    }
+    if (r.action.kind === 'answer' && t.correct) {
+      out.push({
+        policy: 'score', qid: t.qid, round: i + 1,
+        context: renderPrompt(t.question) + MEM_OPEN + r.mem + MEM_CLOSE,
+        output: renderAnswerTarget(t.golds[0] as string),
+      });
+    }
+  });
+  return out;
+}
+
+export interface Encoder {
+  encode(text: string): number[];
+}
+
+interface HfTokenizer {
+  encode(text: string, opts?: { add_special_tokens?: boolean }): number[];
+  decode(ids: number[], opts?: object): string;
+  apply_chat_template(messages: object[], opts: object): unknown;
+}
+
+/** Load @huggingface/transformers (CJS build when available, else dynamic import). */
+export async function loadTransformers(): Promise<{
+  AutoTokenizer: { from_pretrained(p: string, o?: object): Promise<HfTokenizer> };
+  env: { allowRemoteModels: boolean; allowLocalModels: boolean; localModelPath: string };
+}> {
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    return require('@huggingface/transformers');
+  } catch {
+    // eslint-disable-next-line no-new-func
+    const dynImport = new Function('s', 'return import(s)') as (s: string) => Promise<never>;
+    return dynImport('@huggingface/transformers');
+  }
+}
+
+/** Load the shipped tokenizer from a local model directory, offline. */
+export async function loadTokenizer(modelDir: string): Promise<HfTokenizer> {
+  const tf = await loadTransformers();
+  tf.env.allowRemoteModels = false;
+  tf.env.allowLocalModels = true;
+  const abs = path.resolve(modelDir);
+  return tf.AutoTokenizer.from_pretrained(abs, { local_files_only: true });
+}
+
+const SPECIAL_RE = new RegExp(`(${SPECIAL_TOKENS.map((t) => t.replace(/[|<>/]/g, (c) => `\\${c}`)).join('|')})`);
+
+/**
+ * Encoder that splits at special tokens and caches the encoding of each text piece. Equal to
+ * `tokenizer.encode(text, {add_special_tokens:false})` because the tokenizer splits at added
+ * tokens before pre-tokenisation (checked in test/world.test.ts).
+ */
+export function cachedEncoder(tok: HfTokenizer): Encoder {
+  const cache = new Map<string, number[]>();
+  return {
+    encode(text: string): number[] {
+      const ids: number[] = [];
+      for (const piece of text.split(SPECIAL_RE)) {
+        if (piece === '') continue;
+        const sp = SPECIAL_TOKEN_IDS[piece as SpecialToken];
+        if (sp !== undefined && (SPECIAL_TOKENS as readonly string[]).includes(piece)) {
+          ids.push(sp);
+          continue;
+        }
+        let c = cache.get(piece);
+        if (!c) {
+          c = Array.from(tok.encode(piece, { add_special_tokens: false }));
+          if (cache.size > 200000) cache.clear();
+          cache.set(piece, c);
+        }
+        for (const x of c) ids.push(x);
+      }
+      return ids;
+    },
+  };
+}
