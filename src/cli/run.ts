@@ -10,7 +10,8 @@ import { CausalLM } from '../engines/local/causal-lm';
 import { createRng } from '../rng';
 import { mixSeed } from '../seed';
 import type { BatchRecord } from '../pipeline/batch';
-import { LocalModel, type Generator, type TargetScorer } from '../engines/local/local-model';
+import { LocalModel } from '../engines/local/local-model';
+import { type Generator, type TargetScorer } from '../contracts';
 import { connectCompletionsServers } from '../engines/http/connect';
 import type { BackendStats, HttpCompletionsBackend } from '../engines/http/client';
 import type { ServerSettings } from './options';
@@ -23,7 +24,7 @@ import { renderReport } from '../io/report';
 import { Bm25Retriever } from '../retrieval/bm25';
 import { MempoPipelineError } from '../errors';
 import { HttpRetriever } from '../retrieval/http-retriever';
-import type { Retriever } from '../retrieval/observation';
+import type { Retriever } from '../contracts';
 import { EMBEDDED } from './paths';
 import { progressBars } from './progress';
 

@@ -4,7 +4,7 @@
  * exact, malformed or truncated model outputs. Stop strings and token budgets behave like the
  * real runtime: output is cut after the first stop string, or at maxNewTokens ('length').
  */
-import type { GenerateParams, GenerationOutput, GenerationRequest, Generator, RequestTag, TextCodec } from './local/local-model';
+import type { GenerateParams, GenerationOutput, GenerationRequest, Generator, RequestTag, TextCodec } from '../contracts';
 
 export type ScriptFn = (tag: RequestTag, contextIds: readonly number[]) => string | { text: string; finishReason?: 'eos' };
 

@@ -14,12 +14,12 @@
  */
 import { runAgentLoop, type AgentLoopStats } from './rollout';
 import { toBatchRecord, type BatchRecord } from './batch';
-import type { Generator, TargetScorer } from '../engines/local/local-model';
+import type { Generator, TargetScorer } from '../contracts';
 import { resolveOptions, type PipelineOptions, type PipelineOptionsInput } from '../options';
 import { checkQuestions, type Question } from '../io/questions';
 import { scoreBatch } from './score';
 import { MempoPipelineError } from '../errors';
-import type { Retriever } from '../retrieval/observation';
+import type { Retriever } from '../contracts';
 
 export interface ProgressSink {
   /** Called once before work starts. */

@@ -12,8 +12,9 @@ import {
 import { AgentMemory } from '../protocol/agent-memory';
 import { MempoPipelineError } from '../errors';
 import { parseRoundOutput, type Violation } from '../protocol/round';
-import { renderSearchObservation, type Retriever } from '../retrieval/observation';
-import { PartialResultsError, type GenerationFinish, type GenerationOutput, type GenerationRequest, type Generator, type TextCodec } from '../engines/local/local-model';
+import { renderSearchObservation } from '../retrieval/observation';
+import { type Retriever } from '../contracts';
+import { PartialResultsError, type GenerationFinish, type GenerationOutput, type GenerationRequest, type Generator, type TextCodec } from '../contracts';
 import type { PipelineOptions } from '../options';
 import type { Question } from '../io/questions';
 import { mixSeed } from '../seed';

@@ -13,7 +13,7 @@ import { memoryAdvantage } from '../kernels/memory-advantage';
 import { computeScore, validateFormat } from '../kernels/outcome-reward';
 import { memoryRewards } from '../kernels/answer-probability';
 import type { Trajectory } from './rollout';
-import { PartialResultsError, type ScoringItem, type TargetScorer, type TextCodec } from '../engines/local/local-model';
+import { PartialResultsError, type ScoringItem, type TargetScorer, type TextCodec } from '../contracts';
 import type { PipelineOptions } from '../options';
 
 export interface Snapshot {

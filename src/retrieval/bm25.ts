@@ -6,7 +6,7 @@ import MiniSearch from 'minisearch';
 import { z } from 'zod';
 import { MempoPipelineError } from '../errors';
 import { readJsonlLines } from '../io/jsonl';
-import type { RetrievedDoc, Retriever } from './observation';
+import type { RetrievedDoc, Retriever } from '../contracts';
 
 export const corpusLineSchema = z.object({
   id: z.preprocess((v) => (typeof v === 'number' && Number.isInteger(v) ? String(v) : v), z.string().min(1)),

@@ -9,7 +9,7 @@
 import { z } from 'zod';
 import { MempoPipelineError } from '../errors';
 import { zodMessage } from '../io/jsonl';
-import type { RetrievedDoc, Retriever } from './observation';
+import type { RetrievedDoc, Retriever } from '../contracts';
 
 export interface HttpRetrieverOptions {
   /** Per-request timeout in ms (default 10000). */

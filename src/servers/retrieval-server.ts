@@ -10,7 +10,7 @@
  */
 import * as http from 'node:http';
 import { listenOn, parseJsonObject, readBody, RequestError, sendJson } from './http';
-import type { Retriever } from '../retrieval/observation';
+import type { Retriever } from '../contracts';
 
 export interface RetrievalServerOptions {
   /** Largest request body accepted, in bytes (default 1 MiB); larger ones get 413. */

@@ -36,17 +36,7 @@
  * single-sequence request from stream 0 of its seed, so a seeded run over `mempo serve` draws the
  * same random numbers per trajectory as the in-process `LocalModel`.
  */
-import {
-  PartialResultsError,
-  type GenerateParams,
-  type GenerationFinish,
-  type GenerationOutput,
-  type GenerationRequest,
-  type Generator,
-  type ScoringItem,
-  type TargetScorer,
-  type TextCodec,
-} from '../local/local-model';
+import { PartialResultsError, type GenerateParams, type GenerationFinish, type GenerationOutput, type GenerationRequest, type Generator, type ScoringItem, type TargetScorer, type TextCodec } from '../../contracts';
 import { EOS_TOKEN_ID } from '../../protocol/tags';
 
 export type CompletionsApi = 'vllm' | 'sglang';

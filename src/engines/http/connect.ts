@@ -9,7 +9,7 @@
 import { basename, join, resolve } from 'node:path';
 import { readModelConfig } from '../local/model-dir';
 import { Tokenizer } from '../local/tokenizer';
-import type { TextCodec } from '../local/local-model';
+import type { TextCodec } from '../../contracts';
 import { MempoPipelineError } from '../../errors';
 import { COMPLETIONS_APIS, HttpCompletionsBackend, serverBaseUrl, type CompletionsApi, type HttpCompletionsOptions } from './client';
 

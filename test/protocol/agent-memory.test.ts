@@ -1,6 +1,6 @@
 /** AgentMemory.prepare_prompt (SPEC §7, notes 0x04 §4.2). */
-import { renderChat, renderMemoryContext, SYSTEM_PROMPT } from '../src/protocol/tags';
-import { AgentMemory, type MemoryRecord } from '../src/protocol/agent-memory';
+import { renderChat, renderMemoryContext, SYSTEM_PROMPT } from '../../src/protocol/tags';
+import { AgentMemory, type MemoryRecord } from '../../src/protocol/agent-memory';
 
 describe('AgentMemory.prepare_prompt', () => {
   test("the notes' example: at round 5 only llm_gen_4 and search_4 follow the question", () => {

@@ -7,7 +7,7 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
-const BIN = resolve(__dirname, '..', 'dist', 'cli', 'main.js');
+const BIN = resolve(__dirname, '..', '..', 'dist', 'cli', 'main.js');
 const built = existsSync(BIN);
 const maybe = built ? test : test.skip;
 if (!built) console.warn(`cli-signal: ${BIN} is not built (npm run build:ts); skipping the Ctrl-C test`);

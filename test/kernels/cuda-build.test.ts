@@ -7,10 +7,10 @@
  */
 import * as fs from 'fs';
 import * as path from 'path';
-import type { NativeAddon } from '../src/kernels/addon';
-import { rng } from './helpers';
+import type { NativeAddon } from '../../src/kernels/addon';
+import { rng } from '../helpers';
 
-const root = path.resolve(__dirname, '..');
+const root = path.resolve(__dirname, '..', '..');
 const CUDA_ADDON = path.resolve(root, process.env.MEMPO_CUDA_BINDING ?? 'build-cuda/Release/mempo.node');
 const present = fs.existsSync(CUDA_ADDON);
 
@@ -149,7 +149,7 @@ if (!present) {
           process.env.MEMPO_NATIVE_BINDING = CUDA_ADDON;
           process.env.MEMPO_BACKEND = '';
           delete process.env.MEMPO_DEVICE;
-          const b = require('../src/kernels/backend') as typeof import('../src/kernels/backend');
+          const b = require('../../src/kernels/backend') as typeof import('../../src/kernels/backend');
           expect(b.nativeLoadErrors()).toEqual([]);
           expect(b.nativeInfo()?.cudaBuilt).toBe(true);
           if (noDevice) {
@@ -168,18 +168,18 @@ if (!present) {
         if (noDevice) {
           jest.isolateModules(() => {
             process.env.MEMPO_DEVICE = 'cuda';
-            const b = require('../src/kernels/backend') as typeof import('../src/kernels/backend');
+            const b = require('../../src/kernels/backend') as typeof import('../../src/kernels/backend');
             expect(() => b.backend()).toThrow(/^Cannot use the 'native-cuda' backend: no usable CUDA device: /);
           });
         }
         jest.isolateModules(() => {
           process.env.MEMPO_DEVICE = 'cpu';
-          const b = require('../src/kernels/backend') as typeof import('../src/kernels/backend');
+          const b = require('../../src/kernels/backend') as typeof import('../../src/kernels/backend');
           expect(b.backend()).toBe('native');
         });
         jest.isolateModules(() => {
           process.env.MEMPO_DEVICE = 'gpu';
-          const b = require('../src/kernels/backend') as typeof import('../src/kernels/backend');
+          const b = require('../../src/kernels/backend') as typeof import('../../src/kernels/backend');
           expect(() => b.backend()).toThrow(`Expected 'cpu' or 'cuda' for MEMPO_DEVICE but received "gpu"`);
         });
       } finally {

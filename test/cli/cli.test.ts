@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer, type AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
-import { main } from '../src/cli/main';
+import { main } from '../../src/cli/main';
 
 function sink(): Writable & { text: () => string } {
   const chunks: string[] = [];

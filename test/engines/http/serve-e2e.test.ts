@@ -14,12 +14,12 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Writable } from 'node:stream';
-import { main } from '../src/cli/main';
-import { createRng } from '../src/rng';
-import { mixSeed } from '../src/seed';
-import { streamSeed } from '../src/engines/http/client';
+import { main } from '../../../src/cli/main';
+import { createRng } from '../../../src/rng';
+import { mixSeed } from '../../../src/seed';
+import { streamSeed } from '../../../src/engines/http/client';
 
-const ROOT = resolve(__dirname, '..');
+const ROOT = resolve(__dirname, '..', '..', '..');
 const CLI = join(ROOT, 'dist', 'cli', 'main.js');
 
 // The replicas run the built CLI: it must be at least as new as the sources it is built from.

@@ -3,17 +3,17 @@
  * whole pipeline, with every advantage recomputed here, independently, from the written fields;
  * memory rewards through the real scorer; the same seed reproduces the same batch.
  */
-import { CausalLM } from '../src/engines/local/causal-lm';
-import { LocalModel } from '../src/engines/local/local-model';
-import type { BatchRecord } from '../src/pipeline/batch';
-import { runPipeline } from '../src/pipeline/pipeline';
-import { readQuestions } from '../src/io/questions';
-import { ScriptedGenerator } from '../src/engines/scripted';
-import { Bm25Retriever } from '../src/retrieval/bm25';
-import { FakeRetriever, MODEL_DIR, CORPUS, answer, normalise, search } from './rollout-helpers';
+import { CausalLM } from '../../src/engines/local/causal-lm';
+import { LocalModel } from '../../src/engines/local/local-model';
+import type { BatchRecord } from '../../src/pipeline/batch';
+import { runPipeline } from '../../src/pipeline/pipeline';
+import { readQuestions } from '../../src/io/questions';
+import { ScriptedGenerator } from '../../src/engines/scripted';
+import { Bm25Retriever } from '../../src/retrieval/bm25';
+import { FakeRetriever, MODEL_DIR, CORPUS, answer, normalise, search } from './helpers';
 import { resolve } from 'node:path';
 
-const TRAIN = resolve(__dirname, '..', 'data', 'world', 'train.jsonl');
+const TRAIN = resolve(__dirname, '..', '..', 'data', 'world', 'train.jsonl');
 
 let model: CausalLM;
 let local: LocalModel;

@@ -2,9 +2,9 @@
 import { mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import type { CausalLM } from '../src/engines/local/causal-lm';
+import type { CausalLM } from '../../../src/engines/local/causal-lm';
 
-export const MODEL_DIR = resolve(__dirname, '..', 'models', 'mempo-tiny');
+export const MODEL_DIR = resolve(__dirname, '..', '..', '..', 'models', 'mempo-tiny');
 
 /** The embedded model's config.json (tests derive sizes from it, so a re-export keeps them valid). */
 export const MODEL_CONFIG = JSON.parse(readFileSync(join(MODEL_DIR, 'config.json'), 'utf8')) as {

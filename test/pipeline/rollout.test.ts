@@ -6,18 +6,18 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { observationSegment, renderMemoryContext, renderPrompt } from '../src/protocol/tags';
-import { runAgentLoop } from '../src/pipeline/rollout';
-import { toTensorBatch } from '../src/pipeline/batch';
-import { PartialResultsError, type GenerateParams, type GenerationOutput, type GenerationRequest, type Generator, type RequestTag, type ScoringItem, type ScoringTag } from '../src/engines/local/local-model';
-import { summarize } from '../src/pipeline/summary';
-import { resolveOptions } from '../src/options';
-import { runPipeline } from '../src/pipeline/pipeline';
-import { readQuestions } from '../src/io/questions';
-import { buildSnapshots, scoreBatch } from '../src/pipeline/score';
-import { ScriptedGenerator } from '../src/engines/scripted';
-import { renderSearchObservation } from '../src/retrieval/observation';
-import { FakeRetriever, FakeScorer, Q1, Q2, answer, normalise, search, tokenizer } from './rollout-helpers';
+import { observationSegment, renderMemoryContext, renderPrompt } from '../../src/protocol/tags';
+import { runAgentLoop } from '../../src/pipeline/rollout';
+import { toTensorBatch } from '../../src/pipeline/batch';
+import { PartialResultsError, type GenerateParams, type GenerationOutput, type GenerationRequest, type Generator, type RequestTag, type ScoringItem, type ScoringTag } from '../../src/contracts';
+import { summarize } from '../../src/pipeline/summary';
+import { resolveOptions } from '../../src/options';
+import { runPipeline } from '../../src/pipeline/pipeline';
+import { readQuestions } from '../../src/io/questions';
+import { buildSnapshots, scoreBatch } from '../../src/pipeline/score';
+import { ScriptedGenerator } from '../../src/engines/scripted';
+import { renderSearchObservation } from '../../src/retrieval/observation';
+import { FakeRetriever, FakeScorer, Q1, Q2, answer, normalise, search, tokenizer } from './helpers';
 
 /** A generator whose requests for the tags `fails` picks fail for good, as HttpCompletionsBackend reports them. */
 class FailingGenerator implements Generator {

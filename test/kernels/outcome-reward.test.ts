@@ -1,4 +1,4 @@
-import { computeScore, emCheck, extractSolution, f1Score, normalizeAnswer, validateFormat } from '../src';
+import { computeScore, emCheck, extractSolution, f1Score, normalizeAnswer, validateFormat } from '../../src';
 
 const round = (action: string) => `<mem> facts </mem><think> plan </think>${action}`;
 const obs = '<information>Doc 1 (X): <b>raw</b> text with <answer>fake</answer></information>\n';

@@ -3,9 +3,9 @@
  * checked through the package's own HTTP client on loopback.
  */
 import type { Server } from 'node:http';
-import { Bm25Retriever } from '../src/retrieval/bm25';
-import { createRetrievalServer, listen } from '../src/servers/retrieval-server';
-import { HttpRetriever } from '../src/retrieval/http-retriever';
+import { Bm25Retriever } from '../../src/retrieval/bm25';
+import { createRetrievalServer, listen } from '../../src/servers/retrieval-server';
+import { HttpRetriever } from '../../src/retrieval/http-retriever';
 
 const corpus = [
   { id: 'd1', title: 'Mamek', contents: 'Mamek is a city in Thersekle. Mamek is governed by Peikven Jodor.' },

@@ -10,15 +10,15 @@ import {
   SPECIAL_TOKENS, SPECIAL_TOKEN_IDS, SYSTEM_PROMPT, memoryPolicyMessages, observationSegment,
   promptMessages, renderChat, renderFullStream, renderMemoryContext, renderObservation, renderPrompt,
   renderRound, parseRound, splitAnswers,
-} from '../src/protocol/tags';
-import { computeScore, validateFormat } from '../src/kernels/outcome-reward';
-import { Bm25, bm25Tokenize } from '../tools/world/bm25';
-import { Entity, NAME_PIECES, YEAR_RANGE } from '../tools/world/kb';
-import { Question } from '../tools/world/questions';
-import { cachedEncoder, loadTokenizer, trajectorySamples, trajectoryStream } from '../tools/world/samples';
-import { DEFAULT_SEED, World, buildWorld, oracleTrajectories, tokenizerFiles, worldFiles } from '../tools/world/world';
+} from '../../src/protocol/tags';
+import { computeScore, validateFormat } from '../../src/kernels/outcome-reward';
+import { Bm25, bm25Tokenize } from '../../tools/world/bm25';
+import { Entity, NAME_PIECES, YEAR_RANGE } from '../../tools/world/kb';
+import { Question } from '../../tools/world/questions';
+import { cachedEncoder, loadTokenizer, trajectorySamples, trajectoryStream } from '../../tools/world/samples';
+import { DEFAULT_SEED, World, buildWorld, oracleTrajectories, tokenizerFiles, worldFiles } from '../../tools/world/world';
 
-const ROOT = path.join(__dirname, '..');
+const ROOT = path.join(__dirname, '..', '..');
 const DATA = path.join(ROOT, 'data', 'world');
 const MODEL = path.join(ROOT, 'models', 'mempo-tiny');
 

@@ -7,13 +7,13 @@ import type { AddressInfo } from 'node:net';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Bm25Retriever } from '../src/retrieval/bm25';
-import { HttpRetriever } from '../src/retrieval/http-retriever';
-import { parseRoundOutput } from '../src/protocol/round';
-import { renderSearchObservation } from '../src/retrieval/observation';
-import { runPipeline } from '../src/pipeline/pipeline';
-import { ScriptedGenerator } from '../src/engines/scripted';
-import { CORPUS, FakeScorer, Q1, answer, search, tokenizer } from './rollout-helpers';
+import { Bm25Retriever } from '../../src/retrieval/bm25';
+import { HttpRetriever } from '../../src/retrieval/http-retriever';
+import { parseRoundOutput } from '../../src/protocol/round';
+import { renderSearchObservation } from '../../src/retrieval/observation';
+import { runPipeline } from '../../src/pipeline/pipeline';
+import { ScriptedGenerator } from '../../src/engines/scripted';
+import { CORPUS, FakeScorer, Q1, answer, search, tokenizer } from '../pipeline/helpers';
 
 describe('parseRoundOutput', () => {
   test('a well-formed search round has no violations', () => {

@@ -10,12 +10,12 @@
 import { spawnSync } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
-import { expectClose, rng } from './helpers';
+import { expectClose, rng } from '../helpers';
 
-type Api = typeof import('../src');
-type BackendApi = typeof import('../src/kernels/backend');
+type Api = typeof import('../../src');
+type BackendApi = typeof import('../../src/kernels/backend');
 
-const root = path.resolve(__dirname, '..');
+const root = path.resolve(__dirname, '..', '..');
 const CUDA_ADDON = path.resolve(root, process.env.MEMPO_CUDA_BINDING ?? 'build-cuda/Release/mempo.node');
 
 function load(): { api: Api; be: BackendApi } | string {
@@ -28,8 +28,8 @@ function load(): { api: Api; be: BackendApi } | string {
     process.env.MEMPO_BACKEND = 'native';
     delete process.env.MEMPO_DEVICE;
     jest.isolateModules(() => {
-      const be = require('../src/kernels/backend') as BackendApi;
-      const api = require('../src') as Api;
+      const be = require('../../src/kernels/backend') as BackendApi;
+      const api = require('../../src') as Api;
       const info = be.nativeInfo();
       if (!info) out = `the CUDA addon did not load: ${be.nativeLoadErrors().join('; ')}`;
       else if (!info.cudaBuilt) out = `${CUDA_ADDON} is not a CUDA build`;

@@ -10,10 +10,10 @@ import * as crypto from 'crypto';
 import * as fs from 'fs';
 import * as path from 'path';
 import * as ort from 'onnxruntime-node';
-import { SPECIAL_TOKEN_IDS, renderPrompt, renderRound } from '../src/protocol/tags';
-import { loadTokenizer, loadTransformers } from '../tools/world/samples';
+import { SPECIAL_TOKEN_IDS, renderPrompt, renderRound } from '../../../src/protocol/tags';
+import { loadTokenizer, loadTransformers } from '../../../tools/world/samples';
 
-const DIR = path.join(__dirname, '..', 'models', 'mempo-tiny');
+const DIR = path.join(__dirname, '..', '..', '..', 'models', 'mempo-tiny');
 const cfg = JSON.parse(fs.readFileSync(path.join(DIR, 'config.json'), 'utf8'));
 const L: number = cfg.num_hidden_layers;
 const H: number = cfg.num_key_value_heads;

@@ -3,13 +3,13 @@
  * HttpCompletionsBackend (Generator + TargetScorer) against it.
  */
 import type { Server } from 'node:http';
-import { LocalModel } from '../src/engines/local/local-model';
-import { createCompletionsServer, listen } from '../src/servers/completions-server';
-import { HttpCompletionsBackend } from '../src/engines/http/client';
-import { PartialResultsError } from '../src/engines/local/local-model';
-import { connectCompletionsServers } from '../src/engines/http/connect';
-import { MODEL_DIR } from './rollout-helpers';
-import { main } from '../src/cli/main';
+import { LocalModel } from '../../../src/engines/local/local-model';
+import { createCompletionsServer, listen } from '../../../src/servers/completions-server';
+import { HttpCompletionsBackend } from '../../../src/engines/http/client';
+import { PartialResultsError } from '../../../src/contracts';
+import { connectCompletionsServers } from '../../../src/engines/http/connect';
+import { MODEL_DIR } from '../../pipeline/helpers';
+import { main } from '../../../src/cli/main';
 
 describe('completions server (POST /v1/completions)', () => {
   let model: LocalModel;

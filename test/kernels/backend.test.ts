@@ -1,5 +1,5 @@
-import { backend, nativeLoadErrors, setBackend } from '../src';
-import { EXPECTED_BACKEND } from './helpers';
+import { backend, nativeLoadErrors, setBackend } from '../../src';
+import { EXPECTED_BACKEND } from '../helpers';
 
 describe('backend selection', () => {
   it('runs on the backend this project asked for', () => {
@@ -33,7 +33,7 @@ describe('addon load failure', () => {
       });
       process.env.MEMPO_BACKEND = '';
       delete process.env.MEMPO_NATIVE_BINDING;
-      const m = require('../src') as typeof import('../src');
+      const m = require('../../src') as typeof import('../../src');
       expect(m.backend()).toBe('js');
       expect(m.nativeLoadErrors()[0]).toMatch(/No native build was found/);
       expect(() => m.setBackend('native')).toThrow(/Could not load the mempo native addon[\s\S]*Possible solutions:[\s\S]*MEMPO_BACKEND=js/);
@@ -47,7 +47,7 @@ describe('addon load failure', () => {
       });
       process.env.MEMPO_BACKEND = 'native';
       process.env.MEMPO_NATIVE_BINDING = '/nonexistent/mempo.node';
-      const m = require('../src') as typeof import('../src');
+      const m = require('../../src') as typeof import('../../src');
       expect(() => m.backend()).toThrow(/MEMPO_NATIVE_BINDING=\/nonexistent\/mempo.node: Cannot find module/);
     });
   });
@@ -55,7 +55,7 @@ describe('addon load failure', () => {
   it('rejects an unknown MEMPO_BACKEND value', () => {
     jest.isolateModules(() => {
       process.env.MEMPO_BACKEND = 'cuda';
-      const m = require('../src') as typeof import('../src');
+      const m = require('../../src') as typeof import('../../src');
       expect(() => m.backend()).toThrow(`Expected 'native' or 'js' for MEMPO_BACKEND but received "cuda"`);
     });
   });

@@ -1,13 +1,13 @@
 /** Shared helpers of the rollout tests: the embedded tokenizer, scripted rounds, fakes. */
 import { resolve } from 'node:path';
-import { renderRound } from '../src/protocol/tags';
-import type { ScoringItem, TargetScorer } from '../src/engines/local/local-model';
-import type { Question } from '../src/io/questions';
-import type { RetrievedDoc, Retriever } from '../src/retrieval/observation';
-import { Tokenizer } from '../src/engines/local/tokenizer';
+import { renderRound } from '../../src/protocol/tags';
+import type { ScoringItem, TargetScorer } from '../../src/contracts';
+import type { Question } from '../../src/io/questions';
+import type { RetrievedDoc, Retriever } from '../../src/contracts';
+import { Tokenizer } from '../../src/engines/local/tokenizer';
 
-export const MODEL_DIR = resolve(__dirname, '..', 'models', 'mempo-tiny');
-export const CORPUS = resolve(__dirname, '..', 'data', 'world', 'corpus.jsonl');
+export const MODEL_DIR = resolve(__dirname, '..', '..', 'models', 'mempo-tiny');
+export const CORPUS = resolve(__dirname, '..', '..', 'data', 'world', 'corpus.jsonl');
 
 let tok: Promise<Tokenizer> | null = null;
 export function tokenizer(): Promise<Tokenizer> {
