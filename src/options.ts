@@ -6,6 +6,36 @@ import { z } from 'zod';
 import { ANSWER_TEMPLATE, DEFAULT_TOPK } from './protocol/tags';
 import { MempoPipelineError } from './errors';
 
+/**
+ * Every default that more than one layer needs, written once: the pipeline schemas below, the
+ * engines (local ONNX runtime, inference-server client), the retriever, the servers and the CLI
+ * read them from here.
+ */
+export const DEFAULTS = Object.freeze({
+  /** Most sequences per model forward pass when generating. */
+  maxGenerateBatch: 64,
+  /** Most padded tokens (rows × longest row) per forward pass of the target scorer. */
+  scorerMaxBatchTokens: 8192,
+  /** HTTP retriever (Search-R1 / ASearcher `POST /retrieve`). */
+  retriever: Object.freeze({ timeoutMs: 10_000, retries: 3, backoffMs: 250 }),
+  /** Inference servers (vLLM, SGLang, `mempo serve`) as seen by the client. */
+  server: Object.freeze({
+    api: 'vllm' as 'vllm' | 'sglang',
+    maxInFlight: 8,
+    timeoutMs: 120_000,
+    retries: 3,
+    backoffMs: 200,
+    /** Consecutive failures after which an endpoint leaves rotation, and for how long. */
+    failuresBeforeCooldown: 3,
+    cooldownMs: 30_000,
+    scoreBatchSize: 8,
+  }),
+  /** `mempo rollout` / `mempo eval` question slices and report size. */
+  rolloutLimit: 24,
+  evalLimit: 100,
+  reportQuestions: 12,
+});
+
 const posInt = () => z.number().int().positive();
 const nonNegInt = () => z.number().int().nonnegative();
 const finite = () => z.number();
@@ -36,7 +66,7 @@ export const rolloutSchema = z.object({
   /** Questions whose groups are generated and scored together (one scorer call). */
   questionsPerBatch: posInt().default(8),
   /** Most sequences per model forward pass when generating. */
-  maxGenerateBatch: posInt().default(64),
+  maxGenerateBatch: posInt().default(DEFAULTS.maxGenerateBatch),
   /** Seed of sampling; the same seed reproduces the same batch. */
   seed: nonNegInt().default(0),
   sampling: samplingSchema.default({ temperature: 1, topP: 1, topK: 0 }),
@@ -48,9 +78,9 @@ export const toolSchema = z.object({
   /** Each document cut to this many characters; null keeps all. */
   docMaxChars: posInt().nullable().default(512),
   /** HTTP retriever: per-request timeout, retries and first backoff. */
-  timeoutMs: posInt().default(10000),
-  retries: nonNegInt().default(3),
-  backoffMs: nonNegInt().default(250),
+  timeoutMs: posInt().default(DEFAULTS.retriever.timeoutMs),
+  retries: nonNegInt().default(DEFAULTS.retriever.retries),
+  backoffMs: nonNegInt().default(DEFAULTS.retriever.backoffMs),
 }).strict();
 
 export const memorySchema = z.object({
@@ -72,7 +102,7 @@ export const memorySchema = z.object({
   searchShortTextChars: posInt().nullable().default(null),
   webpageShortTextChars: posInt().nullable().default(100),
   /** Most tokens per forward pass of the memory-reward scorer. */
-  scorerMaxBatchTokens: posInt().default(8192),
+  scorerMaxBatchTokens: posInt().default(DEFAULTS.scorerMaxBatchTokens),
   /** Compute memory rewards at all (eval turns it off). */
   enabled: z.boolean().default(true),
 }).strict();

@@ -7,6 +7,7 @@ import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { MempoPipelineError } from '../errors';
 import { addPipelineOptions, addServerOptions, int, intOrNone, orNull, pipelineOptionsFromFlags, serverSettingsFromFlags } from './options';
 import { EMBEDDED } from './paths';
+import { DEFAULTS } from '../options';
 import { executeRun, type RunIO, type RunSettings } from './run';
 import { Bm25Retriever } from '../retrieval/bm25';
 import { createRetrievalServer, listen } from '../servers/retrieval-server';
@@ -28,8 +29,8 @@ function closeOnSignal(server: Server): Promise<void> {
 }
 
 /** Questions of the default `mempo rollout` slice (about two minutes on 2 CPU cores). */
-export const DEFAULT_ROLLOUT_LIMIT = 24;
-export const DEFAULT_EVAL_LIMIT = 100;
+export const DEFAULT_ROLLOUT_LIMIT = DEFAULTS.rolloutLimit;
+export const DEFAULT_EVAL_LIMIT = DEFAULTS.evalLimit;
 
 function settingsFrom(kind: 'rollout' | 'eval', o: Record<string, unknown>): RunSettings {
   const split = o['split'] as string | undefined;
@@ -48,7 +49,7 @@ function settingsFrom(kind: 'rollout' | 'eval', o: Record<string, unknown>): Run
     quiet: Boolean(o['quiet']) || Boolean(o['json']),
     json: Boolean(o['json']),
     report: o['report'] !== false,
-    reportQuestions: (o['reportQuestions'] as number | undefined) ?? 12,
+    reportQuestions: (o['reportQuestions'] as number | undefined) ?? DEFAULTS.reportQuestions,
     threads: (o['threads'] as number | undefined) ?? null,
     server: serverSettingsFromFlags(o),
     options: pipelineOptionsFromFlags(o, kind === 'rollout'),
@@ -89,7 +90,7 @@ export function buildProgram(io: RunIO, onDone: (code: number) => void): Command
       .option('--resume', 'keep the complete groups already in DIR/batch.jsonl and finish the rest')
       .option('--force', 'overwrite an existing DIR/batch.jsonl')
       .option('--no-report', 'do not write report.html')
-      .option('--report-questions <n>', 'questions shown in report.html', int(1), 12)
+      .option('--report-questions <n>', 'questions shown in report.html', int(1), DEFAULTS.reportQuestions)
       .exitOverride()
       .action(async (opts: Record<string, unknown>) => {
         await executeRun(settingsFrom(kind, opts), io);

@@ -3,7 +3,7 @@
  * `mempo eval`, with parsers that reject bad values naming the flag.
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { resolveOptions, type PipelineOptions } from '../options';
+import { DEFAULTS, resolveOptions, type PipelineOptions } from '../options';
 import { MempoPipelineError } from '../errors';
 import type { CompletionsApi } from '../engines/http/client';
 import { isHttpUrl } from '../engines/http/connect';
@@ -138,7 +138,7 @@ export interface ServerSettings {
   sendSeed: boolean;
 }
 
-export const SERVER_DEFAULTS = { api: 'vllm' as CompletionsApi, maxInFlight: 8, timeoutMs: 120_000, retries: 3, backoffMs: 200, scoreBatchSize: 8 };
+export const SERVER_DEFAULTS = DEFAULTS.server;
 
 /** `--server` values: repeatable, each a URL or a comma-separated list of them. */
 export function serverUrlList(v: string, previous: unknown): string[] {
