@@ -6,7 +6,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { DEFAULTS, resolveOptions, type PipelineOptions } from '../options';
 import { MempoPipelineError } from '../errors';
 import type { CompletionsApi } from '../engines/http/client';
-import { isHttpUrl } from '../engines/http/connect';
+import { isHttpUrl } from '../engines/http/url';
 
 const D = resolveOptions({});
 

@@ -11,6 +11,15 @@
 import * as http from 'node:http';
 import { listenOn, parseJsonObject, readBody, RequestError, sendJson } from './http';
 import type { Retriever } from '../contracts';
+import { DEFAULT_TOPK } from '../protocol/tags';
+
+/** Defaults of `createRetrievalServer` (each documented on `RetrievalServerOptions`). */
+export const RETRIEVAL_SERVER_DEFAULTS = {
+  maxBodyBytes: 1 << 20,
+  maxQueries: 4096,
+  maxTopk: 100,
+  defaultTopk: DEFAULT_TOPK,
+} as const;
 
 export interface RetrievalServerOptions {
   /** Largest request body accepted, in bytes (default 1 MiB); larger ones get 413. */
@@ -45,10 +54,10 @@ export function parseRetrieveRequest(
 
 export function createRetrievalServer(retriever: Retriever, options: RetrievalServerOptions = {}): http.Server {
   const o: Required<RetrievalServerOptions> = {
-    maxBodyBytes: options.maxBodyBytes ?? 1 << 20,
-    maxQueries: options.maxQueries ?? 4096,
-    maxTopk: options.maxTopk ?? 100,
-    defaultTopk: options.defaultTopk ?? 3,
+    maxBodyBytes: options.maxBodyBytes ?? RETRIEVAL_SERVER_DEFAULTS.maxBodyBytes,
+    maxQueries: options.maxQueries ?? RETRIEVAL_SERVER_DEFAULTS.maxQueries,
+    maxTopk: options.maxTopk ?? RETRIEVAL_SERVER_DEFAULTS.maxTopk,
+    defaultTopk: options.defaultTopk ?? RETRIEVAL_SERVER_DEFAULTS.defaultTopk,
   };
   return http.createServer((req, res) => {
     const send = (status: number, payload: unknown) => sendJson(res, status, payload);

@@ -11,7 +11,12 @@ import { readModelConfig } from '../local/model-dir';
 import { Tokenizer } from '../local/tokenizer';
 import type { TextCodec } from '../../contracts';
 import { MempoPipelineError } from '../../errors';
-import { COMPLETIONS_APIS, HttpCompletionsBackend, serverBaseUrl, type CompletionsApi, type HttpCompletionsOptions } from './client';
+import { HttpCompletionsBackend } from './client';
+import { COMPLETIONS_APIS, HTTP_ENGINE_DEFAULTS, type CompletionsApi, type HttpCompletionsOptions } from './options';
+import { isHttpUrl, serverBaseUrl } from './url';
+
+// The one URL check lives in ./url; re-exported here, where it was first exported.
+export { isHttpUrl };
 
 export interface ServerBackendConfig extends Omit<HttpCompletionsOptions, 'model' | 'codec' | 'maxContextTokens' | 'api'> {
   /** Endpoints: base URLs (`http://host:port`) or full endpoint URLs; a string may list several, comma-separated. */
@@ -28,16 +33,6 @@ export interface ServerBackendConfig extends Omit<HttpCompletionsOptions, 'model
   maxContextTokens?: number;
   /** Progress lines (which model name was chosen and why). */
   log?: (line: string) => void;
-}
-
-/** Whether `u` parses as an http: or https: URL. */
-export function isHttpUrl(u: string): boolean {
-  try {
-    const p = new URL(u);
-    return p.protocol === 'http:' || p.protocol === 'https:';
-  } catch {
-    return false;
-  }
 }
 
 /** Splits and trims endpoint lists ("a,b", ["a", "b,c"]); an empty list is an error. */
@@ -58,7 +53,7 @@ interface ModelCard {
 }
 
 /** GET {base}/v1/models: the served models, or the reason it could not be read. */
-export async function listServedModels(url: string, timeoutMs = 10_000, f: typeof fetch = fetch): Promise<{ url: string; models: ModelCard[] } | { url: string; error: string }> {
+export async function listServedModels(url: string, timeoutMs: number = HTTP_ENGINE_DEFAULTS.modelsTimeoutMs, f: typeof fetch = fetch): Promise<{ url: string; models: ModelCard[] } | { url: string; error: string }> {
   const at = `${serverBaseUrl(url)}/v1/models`;
   const ctl = new AbortController();
   const timer = setTimeout(() => ctl.abort(), timeoutMs);
@@ -81,7 +76,7 @@ export async function listServedModels(url: string, timeoutMs = 10_000, f: typeo
 
 export async function connectCompletionsServers(config: ServerBackendConfig): Promise<HttpCompletionsBackend> {
   const urls = serverUrls(config.urls);
-  const api = config.api ?? 'vllm';
+  const api = config.api ?? HTTP_ENGINE_DEFAULTS.api;
   if (!COMPLETIONS_APIS.includes(api)) throw new MempoPipelineError('ERR_INVALID_OPTION', `Unknown server api ${JSON.stringify(api)}; expected one of ${COMPLETIONS_APIS.join(', ')}`);
   const log = config.log ?? (() => undefined);
   if (config.codec === undefined && config.modelDir === undefined) throw new MempoPipelineError('ERR_INVALID_OPTION', 'connectCompletionsServers needs modelDir (for the tokenizer) or codec');
@@ -89,7 +84,7 @@ export async function connectCompletionsServers(config: ServerBackendConfig): Pr
   const modelConfig = dir === null ? null : readModelConfig({ dir, configPath: join(dir, 'config.json'), modelPath: '' });
   const codec = config.codec ?? (await Tokenizer.load(dir!));
 
-  const listed = await listServedModels(urls[0]!, Math.min(config.timeoutMs ?? 10_000, 10_000), config.fetch ?? fetch);
+  const listed = await listServedModels(urls[0]!, Math.min(config.timeoutMs ?? HTTP_ENGINE_DEFAULTS.modelsTimeoutMs, HTTP_ENGINE_DEFAULTS.modelsTimeoutMs), config.fetch ?? fetch);
   let model: string;
   let card: ModelCard | undefined;
   if ('models' in listed && listed.models.length > 0) {

@@ -12,7 +12,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync } from 'no
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join, relative, resolve } from 'node:path';
 import { Writable } from 'node:stream';
 import { main } from '../../../src/cli/main';
 import { createRng } from '../../../src/rng';
@@ -22,12 +22,23 @@ import { streamSeed } from '../../../src/engines/http/client';
 const ROOT = resolve(__dirname, '..', '..', '..');
 const CLI = join(ROOT, 'dist', 'cli', 'main.js');
 
-// The replicas run the built CLI: it must be at least as new as the sources it is built from.
+/** Every .ts file under `dir`, recursively. */
+function tsFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const p = join(dir, e.name);
+    return e.isDirectory() ? tsFiles(p) : e.name.endsWith('.ts') && !e.name.endsWith('.d.ts') ? [p] : [];
+  });
+}
+
+// The replicas run the built CLI: every source file must have its build output, at least as new
+// (whatever the layout of src/; tsconfig.build.json maps src/X.ts to dist/X.js).
 function checkBuilt(): void {
   if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run npm run build:ts first`);
-  const newest = ['serve/server.ts', 'serve/client.ts', 'cli/main.ts', 'tools/retrieval-server.ts'].map((f) => statSync(join(ROOT, 'src', f)).mtimeMs);
-  const built = ['serve/server.js', 'serve/client.js', 'cli/main.js', 'tools/retrieval-server.js'].map((f) => statSync(join(ROOT, 'dist', f)).mtimeMs);
-  if (newest.some((t, i) => t > built[i]!)) throw new Error('dist/ is older than src/: run npm run build:ts first');
+  const src = join(ROOT, 'src');
+  for (const f of tsFiles(src)) {
+    const out = join(ROOT, 'dist', relative(src, f)).replace(/\.ts$/, '.js');
+    if (!existsSync(out) || statSync(f).mtimeMs > statSync(out).mtimeMs) throw new Error(`dist/ is older than src/ (${relative(ROOT, f)}): run npm run build:ts first`);
+  }
 }
 
 interface Child {

@@ -1,0 +1,151 @@
+/**
+ * The handlers of `mempo serve` over `LocalModel`: vLLM `/v1/completions` and SGLang `/generate`
+ * answers (shapes in src/servers/completions-server.ts), built from one sampling call and one
+ * teacher-forced scoring call per request.
+ */
+import { randomBytes } from 'node:crypto';
+import type { LocalModel } from '../engines/local/local-model';
+import type { GenerationResult } from '../engines/local/generate';
+import { EOS_TOKEN_ID, FALLBACK_STOP_TOKEN_IDS, STOP_TOKEN_IDS } from '../protocol/tags';
+import { bad, type CompletionRequest, type GenerateRequest } from './completions-requests';
+
+/** The stop ids LocalModel samples with (the protocol's stop tokens and `<|im_end|>`; eos stops as eos). */
+const DEFAULT_STOP_IDS = [...STOP_TOKEN_IDS, ...FALLBACK_STOP_TOKEN_IDS.filter((id) => id !== EOS_TOKEN_ID)];
+
+interface SamplingSettings {
+  temperature: number;
+  topP: number;
+  topK: number;
+  maxTokens: number;
+  stop: string[];
+  stopTokenIds: number[];
+  seed: number | null;
+}
+
+type VllmPromptLogprobs = (null | Record<string, { logprob: number }>)[];
+
+const isLength = (g: GenerationResult) => g.finishReason === 'length' || g.finishReason === 'context';
+
+export class CompletionsHandlers {
+  constructor(private readonly model: LocalModel, readonly modelName: string) {}
+
+  private get lm() {
+    return this.model.model;
+  }
+
+  private piece(id: number): string {
+    const codec = this.model.codec;
+    return codec.piece ? codec.piece(id) : codec.decode([id]);
+  }
+
+  private decode(ids: number[], skipSpecial: boolean): string {
+    const tok = this.lm.tokenizer;
+    return tok ? tok.decode(ids, { skipSpecialTokens: skipSpecial }) : this.model.codec.decode(ids);
+  }
+
+  /** Per prompt: lp[i] = log π(prompt[i + 1] | prompt[..i]), all prompts in one scorer call. */
+  private async promptLogprobs(prompts: number[][]): Promise<Float32Array[]> {
+    const idx = prompts.map((p, k) => (p.length > 1 ? k : -1)).filter((k) => k >= 0);
+    const out: Float32Array[] = prompts.map(() => new Float32Array(0));
+    if (idx.length === 0) return out;
+    const lps = await this.lm.scoreTargets(idx.map((k) => ({ contextIds: prompts[k]!.slice(0, 1), targetIds: prompts[k]!.slice(1) })), { sharePrefixes: false });
+    idx.forEach((k, i) => { out[k] = lps[i]!; });
+    return out;
+  }
+
+  /** results[p][j]: sample j of prompt p, from stream p·n + j of the seed. */
+  private async sample(prompts: number[][], n: number, s: SamplingSettings): Promise<GenerationResult[][]> {
+    if (s.maxTokens === 0) return prompts.map((p) => Array.from({ length: n }, () => ({ tokenIds: [], logprobs: new Float32Array(0), finishReason: 'length' as const, promptLength: p.length })));
+    const flat = await this.lm.generate(
+      prompts.flatMap((p) => Array.from({ length: n }, () => ({ ids: p }))),
+      {
+        maxNewTokens: s.maxTokens,
+        temperature: s.temperature,
+        topP: s.topP,
+        topK: s.topK,
+        seed: s.seed ?? randomBytes(4).readUInt32LE(0),
+        stop: s.stop,
+        stopTokenIds: [...DEFAULT_STOP_IDS, ...s.stopTokenIds],
+        decode: false,
+      },
+    );
+    return prompts.map((_, p) => flat.slice(p * n, (p + 1) * n));
+  }
+
+  /** POST /v1/completions: one choice per prompt and sample, index = prompt × n + sample. */
+  async complete(r: CompletionRequest): Promise<unknown> {
+    if (r.model !== null && r.model !== this.modelName) throw bad('model', `this server serves "${this.modelName}", not ${JSON.stringify(r.model)}`);
+    let plp: VllmPromptLogprobs[] | undefined;
+    if (r.promptLogprobs !== null) {
+      const lps = await this.promptLogprobs(r.prompts);
+      plp = r.prompts.map((p, k) => [null, ...p.slice(1).map((id, i) => ({ [String(id)]: { logprob: lps[k]![i]! } }))]);
+    }
+    const results = await this.sample(r.prompts, r.n, { ...r, stopTokenIds: [] });
+    const choices: unknown[] = [];
+    let generated = 0;
+    results.forEach((rs, p) => rs.forEach((g, j) => {
+      generated += g.tokenIds.length;
+      choices.push(this.vllmChoice(r, p, j, g, plp?.[p]));
+    }));
+    const promptTokens = r.prompts.reduce((a, p) => a + p.length, 0);
+    return {
+      id: `cmpl-${randomBytes(8).toString('hex')}`,
+      object: 'text_completion',
+      created: Math.floor(Date.now() / 1000),
+      model: this.modelName,
+      choices,
+      usage: { prompt_tokens: promptTokens, completion_tokens: generated, total_tokens: promptTokens + generated },
+    };
+  }
+
+  private vllmChoice(r: CompletionRequest, p: number, j: number, g: GenerationResult, plp: VllmPromptLogprobs | undefined): unknown {
+    const codec = this.model.codec;
+    const ids = g.tokenIds;
+    return {
+      index: p * r.n + j,
+      text: (r.echo ? codec.decode(r.prompts[p]!) : '') + codec.decode(ids),
+      token_ids: ids,
+      ...(r.returnTokenIds ? { prompt_token_ids: r.prompts[p] } : {}),
+      logprobs: r.logprobs === null ? null : {
+        tokens: ids.map((id) => (r.tokensAsIds ? `token_id:${id}` : this.piece(id))),
+        token_logprobs: Array.from(g.logprobs),
+      },
+      finish_reason: isLength(g) ? 'length' : 'stop',
+      stop_reason: g.stop ?? null,
+      ...(plp ? { prompt_logprobs: plp } : {}),
+    };
+  }
+
+  /** POST /generate: one answer per prompt and sample; a single prompt with n = 1 answers a bare object. */
+  async generate(r: GenerateRequest): Promise<unknown> {
+    const lps = r.returnLogprob ? await this.promptLogprobs(r.prompts) : null;
+    const results = await this.sample(r.prompts, r.n, r);
+    const out: unknown[] = [];
+    results.forEach((rs, p) => rs.forEach((g) => out.push(this.sglangAnswer(r, p, g, lps?.[p] ?? null))));
+    return r.batch || r.n > 1 ? out : out[0];
+  }
+
+  private sglangAnswer(r: GenerateRequest, p: number, g: GenerationResult, promptLps: Float32Array | null): unknown {
+    const tuple = (lp: number | null, id: number) => [lp, id, r.textInLogprobs ? this.piece(id) : null];
+    const prompt = r.prompts[p]!;
+    const ids = g.tokenIds;
+    const last = ids[ids.length - 1];
+    const finish = isLength(g) ? { type: 'length', length: ids.length } : { type: 'stop', matched: g.finishReason === 'eos' ? (last ?? null) : (g.stop ?? null) };
+    let text = this.decode(ids, r.skipSpecialTokens);
+    if (!r.noStopTrim && g.finishReason === 'stop' && g.stop !== undefined && text.endsWith(g.stop)) text = text.slice(0, text.length - g.stop.length);
+    const meta: Record<string, unknown> = {
+      id: randomBytes(16).toString('hex'),
+      finish_reason: finish,
+      prompt_tokens: prompt.length,
+      completion_tokens: ids.length,
+      cached_tokens: 0,
+    };
+    if (promptLps) {
+      const start = r.logprobStart[p] === -1 ? prompt.length - 1 : r.logprobStart[p]!;
+      // SGLang pads the first entry with null even when start > 0.
+      meta['input_token_logprobs'] = prompt.slice(start).map((id, i) => tuple(i === 0 ? null : promptLps[start + i - 1]!, id));
+      meta['output_token_logprobs'] = ids.map((id, i) => tuple(g.logprobs[i]!, id));
+    }
+    return { text, output_ids: ids, meta_info: meta };
+  }
+}
