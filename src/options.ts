@@ -26,7 +26,7 @@ export const DEFAULTS = Object.freeze({
     retries: 3,
     backoffMs: 200,
     /** Consecutive failures after which an endpoint leaves rotation, and for how long. */
-    failuresBeforeCooldown: 3,
+    failureThreshold: 3,
     cooldownMs: 30_000,
     scoreBatchSize: 8,
   }),

@@ -145,3 +145,13 @@ export function optEnum<T extends string>(
   }
   return v as T;
 }
+
+/** Whether `u` parses as an http: or https: URL (the one URL check: --server, --retriever, the engine client). */
+export function isHttpUrl(u: string): boolean {
+  try {
+    const p = new URL(u);
+    return p.protocol === 'http:' || p.protocol === 'https:';
+  } catch {
+    return false;
+  }
+}

@@ -10,9 +10,9 @@ import { EMBEDDED } from './paths';
 import { DEFAULTS } from '../options';
 import { executeRun, type RunIO, type RunSettings } from './run';
 import { Bm25Retriever } from '../retrieval/bm25';
-import { createRetrievalServer, listen } from '../servers/retrieval-server';
+import { createRetrievalServer, listen, RETRIEVAL_SERVER_DEFAULTS } from '../servers/retrieval-server';
 import { LocalModel } from '../engines/local/local-model';
-import { createCompletionsServer, listen as listenCompletions } from '../servers/completions-server';
+import { COMPLETIONS_SERVER_DEFAULTS, createCompletionsServer, listen as listenCompletions } from '../servers/completions-server';
 import { basename } from 'node:path';
 import type { Server } from 'node:http';
 
@@ -109,7 +109,7 @@ export function buildProgram(io: RunIO, onDone: (code: number) => void): Command
     .option('--corpus <file>', 'JSONL corpus ({ id, title, contents })', EMBEDDED.corpus())
     .option('--host <host>', 'address to bind (loopback by default)', '127.0.0.1')
     .option('--port <n>', 'port (0: any free port)', int(0), 8000)
-    .option('--max-body <bytes>', 'largest request body accepted', int(1), 1 << 20)
+    .option('--max-body <bytes>', 'largest request body accepted', int(1), RETRIEVAL_SERVER_DEFAULTS.maxBodyBytes)
     .exitOverride()
     .action(async (opts: Record<string, unknown>) => {
       const retriever = Bm25Retriever.fromJsonl(opts['corpus'] as string);
@@ -124,8 +124,8 @@ export function buildProgram(io: RunIO, onDone: (code: number) => void): Command
     .option('--model <dir>', 'model directory (ONNX + tokenizer; with --server only the tokenizer and config.json are read)', EMBEDDED.model())
     .option('--host <host>', 'address to bind (loopback by default)', '127.0.0.1')
     .option('--port <n>', 'port (0: any free port)', int(0), 8001)
-    .option('--max-concurrency <n>', 'requests run at once (the rest wait in a queue; 429 when it is full)', int(1), 1)
-    .option('--max-body <bytes>', 'largest request body accepted', int(1), 4 << 20)
+    .option('--max-concurrency <n>', 'requests run at once (the rest wait in a queue; 429 when it is full)', int(1), COMPLETIONS_SERVER_DEFAULTS.maxConcurrency)
+    .option('--max-body <bytes>', 'largest request body accepted', int(1), COMPLETIONS_SERVER_DEFAULTS.maxBodyBytes)
     .option('--threads <n>', 'ONNX Runtime intra-op threads (default: all cores)', int(1))
     .exitOverride()
     .action(async (opts: Record<string, unknown>) => {

@@ -5,8 +5,8 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { DEFAULTS, resolveOptions, type PipelineOptions } from '../options';
 import { MempoPipelineError } from '../errors';
-import type { CompletionsApi } from '../engines/http/client';
-import { isHttpUrl } from '../engines/http/url';
+import { COMPLETIONS_APIS, type CompletionsApi } from '../engines/http/options';
+import { isHttpUrl } from '../validate';
 
 const D = resolveOptions({});
 
@@ -155,7 +155,7 @@ export function addServerOptions(cmd: Command): Command {
   const d = SERVER_DEFAULTS;
   cmd
     .option('--server <url>', 'inference server(s) for generation AND memory-reward scoring (vLLM, SGLang or mempo serve); repeat the flag or comma-separate replicas. --model then provides only the tokenizer and config.json', serverUrlList)
-    .addOption(new Option('--server-api <api>', `server dialect: 'vllm' (POST /v1/completions) or 'sglang' (POST /generate) (default: ${d.api})`).choices(['vllm', 'sglang']))
+    .addOption(new Option('--server-api <api>', `server dialect: 'vllm' (POST /v1/completions) or 'sglang' (POST /generate) (default: ${d.api})`).choices([...COMPLETIONS_APIS]))
     .option('--server-model <name>', "model name sent to and checked against the server (default: the first model GET /v1/models lists on the first --server, else the --model directory's name)")
     .option('--server-max-in-flight <n>', `most requests in flight per server (default: ${d.maxInFlight})`, int(1))
     .option('--server-timeout <ms>', `per-request timeout (default: ${d.timeoutMs})`, int(1))

@@ -7,6 +7,8 @@
  * exponential backoff; when the server stays down the error says so and how to fix it.
  */
 import { z } from 'zod';
+import { DEFAULTS } from '../options';
+import { isHttpUrl } from '../validate';
 import { MempoPipelineError } from '../errors';
 import { zodMessage } from '../io/jsonl';
 import type { RetrievedDoc, Retriever } from '../contracts';
@@ -55,22 +57,17 @@ export class HttpRetriever implements Retriever {
   readonly backoffMs: number;
 
   constructor(readonly url: string, options: HttpRetrieverOptions = {}) {
-    let parsed: URL;
-    try {
-      parsed = new URL(url);
-    } catch {
+    if (!isHttpUrl(url)) {
       throw new MempoPipelineError('ERR_INVALID_OPTION', `Expected an http(s) URL for the retriever but received ${JSON.stringify(url)}`);
     }
-    if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
-      throw new MempoPipelineError('ERR_INVALID_OPTION', `Expected an http(s) URL for the retriever but received ${JSON.stringify(url)}`);
-    }
+    const parsed = new URL(url);
     // A bare server address means its /retrieve endpoint.
     if (parsed.pathname === '/' || parsed.pathname === '') parsed.pathname = '/retrieve';
     this.url = parsed.toString();
     this.name = `http:${this.url}`;
-    this.timeoutMs = options.timeoutMs ?? 10000;
-    this.retries = options.retries ?? 3;
-    this.backoffMs = options.backoffMs ?? 250;
+    this.timeoutMs = options.timeoutMs ?? DEFAULTS.retriever.timeoutMs;
+    this.retries = options.retries ?? DEFAULTS.retriever.retries;
+    this.backoffMs = options.backoffMs ?? DEFAULTS.retriever.backoffMs;
   }
 
   async search(queries: readonly string[], topk: number): Promise<RetrievedDoc[][]> {

@@ -13,10 +13,8 @@ import type { TextCodec } from '../../contracts';
 import { MempoPipelineError } from '../../errors';
 import { HttpCompletionsBackend } from './client';
 import { COMPLETIONS_APIS, HTTP_ENGINE_DEFAULTS, type CompletionsApi, type HttpCompletionsOptions } from './options';
-import { isHttpUrl, serverBaseUrl } from './url';
-
-// The one URL check lives in ./url; re-exported here, where it was first exported.
-export { isHttpUrl };
+import { serverBaseUrl } from './url';
+import { isHttpUrl } from '../../validate';
 
 export interface ServerBackendConfig extends Omit<HttpCompletionsOptions, 'model' | 'codec' | 'maxContextTokens' | 'api'> {
   /** Endpoints: base URLs (`http://host:port`) or full endpoint URLs; a string may list several, comma-separated. */

@@ -5,25 +5,19 @@
  */
 import type { TextCodec } from '../../contracts';
 import { CompletionsBackendError } from './errors';
-import { isHttpUrl } from './url';
+import { isHttpUrl } from '../../validate';
+import { DEFAULTS } from '../../options';
 
 export type CompletionsApi = 'vllm' | 'sglang';
 export const COMPLETIONS_APIS: readonly CompletionsApi[] = ['vllm', 'sglang'];
 
-/** The engine client's defaults (each documented on `HttpCompletionsOptions`). */
-export const HTTP_ENGINE_DEFAULTS = {
-  api: 'vllm' as CompletionsApi,
-  maxInFlight: 8,
-  timeoutMs: 120_000,
-  retries: 3,
-  backoffMs: 200,
-  failureThreshold: 3,
-  cooldownMs: 30_000,
-  scoreBatchSize: 8,
+/** The engine client's defaults (each documented on `HttpCompletionsOptions`; the shared ones live in src/options.ts). */
+export const HTTP_ENGINE_DEFAULTS = Object.freeze({
+  ...DEFAULTS.server,
   sendSeed: true,
   /** Longest wait for GET /v1/models when connecting (ms); a shorter timeoutMs wins. */
   modelsTimeoutMs: 10_000,
-} as const;
+});
 
 export interface HttpCompletionsOptions {
   /** Model name sent with every vLLM request and checked in every vLLM answer (SGLang answers carry none). */

@@ -1,19 +1,5 @@
-/**
- * The one URL check of mempo (`isHttpUrl`) and the mapping from a server address to the endpoint
- * a dialect posts to. Used by `--server` parsing, `connectCompletionsServers`, the engine client
- * and the HTTP retriever.
- */
+/** From a server address to the endpoint a dialect posts to (the URL check itself: src/validate.ts `isHttpUrl`). */
 import type { CompletionsApi } from './options';
-
-/** Whether `u` parses as an http: or https: URL. */
-export function isHttpUrl(u: string): boolean {
-  try {
-    const p = new URL(u);
-    return p.protocol === 'http:' || p.protocol === 'https:';
-  } catch {
-    return false;
-  }
-}
 
 /** Base URL of a server (scheme, host, port and any path prefix), without the API path. */
 export function serverBaseUrl(u: string): string {
