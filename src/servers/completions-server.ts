@@ -34,7 +34,7 @@ import { listenOn, parseJsonObject, readBody, RequestError, sendJson } from './h
 import { randomBytes } from 'node:crypto';
 import type { LocalModel } from '../engines/local/local-model';
 import type { GenerationResult } from '../engines/local/generate';
-import { EOS_TOKEN_ID, FALLBACK_STOP_TOKEN_IDS, STOP_TOKEN_IDS } from '../protocol/tags';
+import { EOS_TOKEN_ID, FALLBACK_STOP_TOKEN_IDS, STOP_TOKEN_IDS } from '../protocol/embedded-ids';
 
 export interface CompletionsServerOptions {
   /** Name reported by /v1/models and checked against the request's `model` (default 'mempo-tiny'). */

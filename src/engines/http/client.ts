@@ -37,7 +37,7 @@
  * same random numbers per trajectory as the in-process `LocalModel`.
  */
 import { PartialResultsError, type GenerateParams, type GenerationFinish, type GenerationOutput, type GenerationRequest, type Generator, type ScoringItem, type TargetScorer, type TextCodec } from '../../contracts';
-import { EOS_TOKEN_ID } from '../../protocol/tags';
+import { EOS_TOKEN_ID } from '../../protocol/embedded-ids';
 
 export type CompletionsApi = 'vllm' | 'sglang';
 export const COMPLETIONS_APIS: readonly CompletionsApi[] = ['vllm', 'sglang'];
