@@ -3,7 +3,8 @@
  * the SPEC's default. [decided] rules of the SPEC are options here, never hidden constants.
  */
 import { z } from 'zod';
-import { ANSWER_TEMPLATE, DEFAULT_TOPK } from './protocol/tags';
+import { ANSWER_TEMPLATE } from './protocol/answer';
+import { DEFAULT_TOPK } from './retrieval/observation';
 import { MempoPipelineError } from './errors';
 
 /**

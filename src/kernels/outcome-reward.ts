@@ -3,6 +3,7 @@
  * normalisation, exact match and token F1, the round-format check and the final score.
  */
 import { checkOptions, optBoolean, optEnum, optNumber, typeError } from '../validate';
+import { responseFormatError } from '../protocol/response';
 
 const ANSWER_RE = /<answer>([\s\S]*?)<\/answer>/g;
 
@@ -78,17 +79,9 @@ export function f1Score(pred: string | null, golds: string | readonly string[]):
 
 export type FormatResult = { valid: true } | { valid: false; reason: string };
 
-const TAG_RE = /<(\/?)(mem|think|search|answer|information)>/g;
-
-interface Tag {
-  close: boolean;
-  name: string;
-  index: number;
-  end: number;
-}
-
 /**
- * Every round is `<mem>…</mem> <think>…</think>` then exactly one `<search>…</search>` or
+ * The response is rounds of the one round grammar (docs/algorithm.md §1, src/protocol/grammar.ts):
+ * `<mem>…</mem> <think>…</think>` then exactly one non-blank `<search>…</search>` or
  * `<answer>…</answer>`; a search may be followed by one `<information>…</information>`
  * observation; nothing but whitespace outside tags; no nested tags; an answer only in the last
  * round. With `requireAnswer` the response must also end with an answer round.
@@ -97,62 +90,8 @@ export function validateFormat(response: string, opts?: { requireAnswer?: boolea
   if (typeof response !== 'string') throw typeError('a string', 'response', response);
   const o = checkOptions(opts, 'opts', ['requireAnswer']);
   const requireAnswer = optBoolean(o, 'requireAnswer', 'opts', false);
-
-  const tags: Tag[] = [];
-  for (const m of response.matchAll(TAG_RE)) {
-    tags.push({ close: m[1] === '/', name: m[2] ?? '', index: m.index ?? 0, end: (m.index ?? 0) + m[0].length });
-  }
-  let pos = 0;
-  let i = 0;
-  let round = 0;
-  let answered = false;
-  const fail = (reason: string): FormatResult => ({ valid: false, reason });
-  const gapOk = (to: number) => response.slice(pos, to).trim().length === 0;
-  // Reads `<name> content </name>` at tags[i]; returns an error text or null.
-  const block = (names: string[], where: string): string | null => {
-    const open = tags[i];
-    if (!open) return `round ${round}: expected <${names.join('> or <')}> ${where} but the response ended`;
-    if (!gapOk(open.index)) return `round ${round}: text outside tags before <${open.close ? '/' : ''}${open.name}>`;
-    if (open.close || !names.includes(open.name)) {
-      return `round ${round}: expected <${names.join('> or <')}> ${where} but found <${open.close ? '/' : ''}${open.name}>`;
-    }
-    const close = tags[i + 1];
-    if (!close) return `round ${round}: <${open.name}> is not closed`;
-    if (!close.close || close.name !== open.name) {
-      return `round ${round}: <${open.name}> is not closed before <${close.close ? '/' : ''}${close.name}>`;
-    }
-    pos = close.end;
-    i += 2;
-    return null;
-  };
-
-  while (i < tags.length) {
-    if (answered) return fail(`round ${round + 1}: text after the answer round`);
-    round++;
-    let err = block(['mem'], 'to open the round');
-    if (err) return fail(err);
-    err = block(['think'], 'after </mem>');
-    if (err) return fail(err);
-    const action = tags[i]?.name;
-    err = block(['search', 'answer'], 'after </think>');
-    if (err) return fail(err);
-    if (action === 'answer') {
-      answered = true;
-    } else if (tags[i] && !tags[i]!.close && tags[i]!.name === 'information') {
-      // The observation is tool output: skip to its closing tag whatever it contains.
-      const open = tags[i]!;
-      if (!gapOk(open.index)) return fail(`round ${round}: text outside tags before <information>`);
-      let j = i + 1;
-      while (j < tags.length && !(tags[j]!.close && tags[j]!.name === 'information')) j++;
-      if (j === tags.length) return fail(`round ${round}: <information> is not closed`);
-      pos = tags[j]!.end;
-      i = j + 1;
-    }
-  }
-  if (!gapOk(response.length)) return fail(round === 0 ? 'no tags: expected <mem> to open the round' : `round ${round}: text outside tags at the end`);
-  if (round === 0) return fail('empty response: expected <mem> to open the round');
-  if (requireAnswer && !answered) return fail(`round ${round}: the response ends without an <answer> round`);
-  return { valid: true };
+  const reason = responseFormatError(response, requireAnswer);
+  return reason === null ? { valid: true } : { valid: false, reason };
 }
 
 export interface ComputeScoreOptions {

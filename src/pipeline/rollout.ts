@@ -6,9 +6,10 @@
  * once. Each step sends the generation requests of all live trajectories to the generator in
  * one call, then answers all their searches in one retriever call.
  */
-import {
-  EOS_TOKEN_ID, IM_END_ID, MEM_CLOSE, MEM_OPEN, STOP_STRINGS, observationSegment, renderChat, renderPrompt,
-} from '../protocol/tags';
+import { MEM_CLOSE, MEM_OPEN, STOP_STRINGS } from '../protocol/tags';
+import { EOS_TOKEN_ID, IM_END_ID } from '../protocol/embedded-ids';
+import { renderChat, renderPrompt } from '../protocol/chat';
+import { observationSegment } from '../protocol/stream';
 import { AgentMemory } from '../protocol/agent-memory';
 import { MempoPipelineError } from '../errors';
 import { parseRoundOutput, type Violation } from '../protocol/round';

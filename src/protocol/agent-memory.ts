@@ -1,8 +1,8 @@
 /**
- * `AgentMemory` and `prepare_prompt` (SPEC §7, notes 0x04): the record log of one trajectory and
+ * `AgentMemory` and `prepare_prompt` (docs/algorithm.md §7): the record log of one trajectory and
  * the compressed context an agent conditions on under the `memory` policy.
  */
-import { SYSTEM_PROMPT, type ChatMessage } from './tags';
+import { SYSTEM_PROMPT, type ChatMessage } from './chat';
 
 export type MemoryRecordType = 'prompt' | 'llm_gen' | 'search_results' | 'webpage';
 
@@ -10,7 +10,7 @@ export interface MemoryRecord {
   type: MemoryRecordType;
   /** Full text. */
   text: string;
-  /** What a later prompt shows of a tool result (SPEC §7 defaults: search = full text, webpage = first 100 chars). */
+  /** What a later prompt shows of a tool result (docs/algorithm.md §7 defaults: search = full text, webpage = first 100 chars). */
   shortText: string;
 }
 
@@ -72,7 +72,7 @@ export class AgentMemory {
   }
 
   /**
-   * SPEC §7: system + question, then every record after the stop point: scanning backward from
+   * docs/algorithm.md §7: system + question, then every record after the stop point: scanning backward from
    * the newest record, stop at the (windowToolResults + 1)-th tool result from the end, or at
    * the prompt. `llm_gen` → assistant (full text); tool results → user (shortText).
    */

@@ -1,30 +1,41 @@
 /**
- * Tool parsing of one round's generated text (SPEC §1): `<mem>`, `<think>`, then one
- * `<search>` or `<answer>`. Never throws on model output: unclosed or repeated tags, text
- * outside tags, a search with an empty query, ... are each recorded as a violation of the round.
+ * One round's text (docs/algorithm.md §1): rendering it in the canonical layout and reading it
+ * back, both by the round grammar of `grammar.ts`. The readers never throw on model output:
+ * unclosed or repeated tags, text outside tags, a blank query, ... are violations of the round.
  */
+import { ANSWER_CLOSE, ANSWER_OPEN, MEM_CLOSE, MEM_OPEN, SEARCH_CLOSE, SEARCH_OPEN, THINK_CLOSE, THINK_OPEN } from './tags';
+import { checkRound, firstClosed, type ActionName, type Violation } from './grammar';
 
-export type ViolationCode =
-  | 'unclosed-tag'
-  | 'stray-close-tag'
-  | 'nested-tag'
-  | 'repeated-tag'
-  | 'text-outside-tags'
-  | 'missing-mem'
-  | 'missing-think'
-  | 'tag-order'
-  | 'no-action'
-  | 'two-actions'
-  | 'empty-query'
-  | 'empty-answer'
-  | 'model-wrote-information';
+export type { Violation, ViolationCode } from './grammar';
 
-export interface Violation {
-  code: ViolationCode;
-  message: string;
+/** Memory text of round 1 (nothing found yet). */
+export const EMPTY_MEMORY = 'none';
+
+export type RoundAction = { kind: 'search'; query: string } | { kind: 'answer'; answer: string };
+
+/** Build one round's generated text in the canonical layout. */
+export function renderRound(mem: string, think: string, action: RoundAction): string {
+  const act = action.kind === 'search'
+    ? `${SEARCH_OPEN}${action.query}${SEARCH_CLOSE}`
+    : `${ANSWER_OPEN}${action.answer}${ANSWER_CLOSE}`;
+  return `${MEM_OPEN}${mem}${MEM_CLOSE}${THINK_OPEN}${think}${THINK_CLOSE}${act}`;
 }
 
-export type RoundActionKind = 'search' | 'answer';
+export interface ParsedRound {
+  mem: string | null;
+  think: string | null;
+  search: string | null;
+  answer: string | null;
+}
+
+/** Loose read of one round: the untrimmed content of the first closed block of each tag; no validation. */
+export function parseRound(text: string): ParsedRound {
+  const { blocks } = checkRound(text);
+  const content = (name: 'mem' | 'think' | ActionName) => firstClosed(blocks, [name])?.content ?? null;
+  return { mem: content('mem'), think: content('think'), search: content('search'), answer: content('answer') };
+}
+
+export type RoundActionKind = ActionName;
 
 export interface ParsedRoundOutput {
   /** Content of the first closed `<mem>` (untrimmed), or null. */
@@ -39,94 +50,17 @@ export interface ParsedRoundOutput {
   violations: Violation[];
 }
 
-const TAG_RE = /<(\/?)(mem|think|search|answer|information)>/g;
-
-interface Block {
-  name: string;
-  content: string;
-  closed: boolean;
-}
-
-/** Parses one round of generated text. */
+/** Parses one round of generated text, with every violation of the round grammar. */
 export function parseRoundOutput(text: string): ParsedRoundOutput {
-  const violations: Violation[] = [];
-  const add = (code: ViolationCode, message: string) => violations.push({ code, message });
-  const blocks: Block[] = [];
-  let open: { name: string; start: number } | null = null;
-  let pos = 0;
-  let outside = '';
-  for (const m of text.matchAll(TAG_RE)) {
-    const idx = m.index ?? 0;
-    const close = m[1] === '/';
-    const name = m[2] ?? '';
-    if (open === null) {
-      outside += text.slice(pos, idx);
-      if (close) {
-        add('stray-close-tag', `</${name}> without an opening <${name}>`);
-      } else {
-        open = { name, start: idx + m[0].length };
-      }
-    } else if (close && name === open.name) {
-      blocks.push({ name, content: text.slice(open.start, idx), closed: true });
-      open = null;
-    } else if (close) {
-      add('stray-close-tag', `</${name}> while <${open.name}> is open`);
-    } else {
-      add('nested-tag', `<${name}> inside <${open.name}>`);
-      add('unclosed-tag', `<${open.name}> is not closed`);
-      blocks.push({ name: open.name, content: text.slice(open.start, idx), closed: false });
-      open = { name, start: idx + m[0].length };
-    }
-    pos = idx + m[0].length;
-  }
-  if (open !== null) {
-    add('unclosed-tag', `<${open.name}> is not closed`);
-    blocks.push({ name: open.name, content: text.slice(open.start), closed: false });
-  } else {
-    outside += text.slice(pos);
-  }
-  if (outside.trim().length > 0) add('text-outside-tags', `text outside tags: ${JSON.stringify(clip(outside.trim(), 40))}`);
-
-  const counts = new Map<string, number>();
-  for (const b of blocks) counts.set(b.name, (counts.get(b.name) ?? 0) + 1);
-  for (const [name, n] of counts) if (n > 1) add('repeated-tag', `<${name}> appears ${n} times`);
-  if (counts.has('information')) add('model-wrote-information', 'the model wrote an <information> block');
-
-  const first = (name: string): Block | undefined => blocks.find((b) => b.name === name && b.closed);
-  const mem = first('mem');
-  const think = first('think');
-  const actions = blocks.filter((b) => b.closed && (b.name === 'search' || b.name === 'answer'));
-  const act = actions[0];
-  if (mem === undefined) add('missing-mem', 'no closed <mem>');
-  if (think === undefined) add('missing-think', 'no closed <think>');
-  if (act === undefined) add('no-action', 'no closed <search> or <answer>');
-  if (actions.length > 1) add('two-actions', `${actions.length} actions in one round`);
-  // Order: mem, think, action (by first appearance of each closed block).
-  const order = ['mem', 'think', act?.name ?? ''].filter((n) => n !== '');
-  const seen = blocks.filter((b) => b.closed && order.includes(b.name)).map((b) => b.name);
-  const firstSeen = seen.filter((n, i) => seen.indexOf(n) === i);
-  if (firstSeen.join() !== order.filter((n) => firstSeen.includes(n)).join()) {
-    add('tag-order', `tags in the order ${firstSeen.map((n) => `<${n}>`).join(', ')}; expected <mem>, <think>, then <search> or <answer>`);
-  }
-  let search: string | null = null;
-  let answer: string | null = null;
-  if (act?.name === 'search') {
-    search = act.content.trim();
-    if (search.length === 0) add('empty-query', 'the search query is empty');
-  } else if (act?.name === 'answer') {
-    answer = act.content.trim();
-    if (answer.length === 0) add('empty-answer', 'the answer is empty');
-  }
+  const { blocks, violations } = checkRound(text);
+  const act = firstClosed(blocks, ['search', 'answer']);
+  const action = act === undefined ? null : (act.name as ActionName);
   return {
-    mem: mem?.content ?? null,
-    think: think?.content ?? null,
-    search,
-    answer,
-    action: act === undefined ? null : (act.name as RoundActionKind),
+    mem: firstClosed(blocks, ['mem'])?.content ?? null,
+    think: firstClosed(blocks, ['think'])?.content ?? null,
+    search: action === 'search' ? act!.content.trim() : null,
+    answer: action === 'answer' ? act!.content.trim() : null,
+    action,
     violations,
   };
-}
-
-function clip(s: string, n: number): string {
-  return s.length > n ? `${s.slice(0, n)}…` : s;
 }

@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import type { LocalModel } from '../engines/local/local-model';
 import type { GenerationResult } from '../engines/local/generate';
-import { EOS_TOKEN_ID, FALLBACK_STOP_TOKEN_IDS, STOP_TOKEN_IDS } from '../protocol/tags';
+import { EOS_TOKEN_ID, FALLBACK_STOP_TOKEN_IDS, STOP_TOKEN_IDS } from '../protocol/embedded-ids';
 import { bad, type CompletionRequest, type GenerateRequest } from './completions-requests';
 
 /** The stop ids LocalModel samples with (the protocol's stop tokens and `<|im_end|>`; eos stops as eos). */

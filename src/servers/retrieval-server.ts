@@ -11,7 +11,7 @@
 import * as http from 'node:http';
 import { listenOn, parseJsonObject, readBody, RequestError, sendJson } from './http';
 import type { Retriever } from '../contracts';
-import { DEFAULT_TOPK } from '../protocol/tags';
+import { DEFAULT_TOPK } from '../retrieval/observation';
 
 /** Defaults of `createRetrievalServer` (each documented on `RetrievalServerOptions`). */
 export const RETRIEVAL_SERVER_DEFAULTS = {

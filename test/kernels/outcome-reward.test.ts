@@ -1,4 +1,6 @@
-import { computeScore, emCheck, extractSolution, f1Score, normalizeAnswer, validateFormat } from '../../src';
+import { computeScore, emCheck, extractSolution, f1Score, normalizeAnswer, parseRoundOutput, validateFormat } from '../../src';
+import { parseRound } from '../../src/protocol/round';
+import { ROUND_CASES } from '../protocol/round-cases';
 
 const round = (action: string) => `<mem> facts </mem><think> plan </think>${action}`;
 const obs = '<information>Doc 1 (X): <b>raw</b> text with <answer>fake</answer></information>\n';
@@ -76,6 +78,29 @@ describe('validateFormat', () => {
   });
 });
 
+describe('validateFormat and the round parsers (one grammar)', () => {
+  it.each(ROUND_CASES.map((c) => [c.name, c] as const))('agree on %s', (_name, c) => {
+    expect(validateFormat(c.text)).toEqual(c.reason === null ? { valid: true } : { valid: false, reason: c.reason });
+    expect(parseRoundOutput(c.text).violations.map((v) => v.code)).toEqual(c.codes);
+    const loose = parseRound(c.text);
+    expect([loose.mem, loose.think, loose.search, loose.answer]).toEqual(c.loose);
+  });
+  it('rejects an empty search query or answer in any round, naming it', () => {
+    expect(validateFormat(round('<search>q</search>') + obs + round('<search>  </search>'))).toEqual({
+      valid: false,
+      reason: 'round 2: the search query is empty',
+    });
+    expect(validateFormat(round('<answer></answer>'), { requireAnswer: true })).toEqual({
+      valid: false,
+      reason: 'round 1: the answer is empty',
+    });
+  });
+  it('reads tags inside an observation as tool output', () => {
+    const fake = '<information><mem>x</mem><search></search></information>';
+    expect(validateFormat(`${round('<search>q</search>')}\n${fake}\n${round('<answer>a</answer>')}`)).toEqual({ valid: true });
+  });
+});
+
 describe('computeScore', () => {
   const good = round('<search>q</search>') + obs + round('<answer> Paris </answer>');
   it('is EM of the last answer when the format is valid', () => {
@@ -85,6 +110,9 @@ describe('computeScore', () => {
   it('is formatScore when the format is invalid', () => {
     expect(computeScore('<answer>Paris</answer>', ['paris'])).toBe(0);
     expect(computeScore('<answer>Paris</answer>', ['paris'], { formatScore: 0.1 })).toBe(0.1);
+  });
+  it('is formatScore for an empty answer', () => {
+    expect(computeScore(round('<answer> </answer>'), ['paris'], { formatScore: 0.1 })).toBe(0.1);
   });
   it('supports the f1 metric', () => {
     expect(computeScore(good, ['paris france'], { metric: 'f1' })).toBeCloseTo(2 / 3, 10);

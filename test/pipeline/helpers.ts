@@ -1,6 +1,6 @@
 /** Shared helpers of the rollout tests: the embedded tokenizer, scripted rounds, fakes. */
 import { resolve } from 'node:path';
-import { renderRound } from '../../src/protocol/tags';
+import { renderRound } from '../../src/protocol/round';
 import type { ScoringItem, TargetScorer } from '../../src/contracts';
 import type { Question } from '../../src/io/questions';
 import type { RetrievedDoc, Retriever } from '../../src/contracts';

@@ -6,7 +6,8 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { observationSegment, renderMemoryContext, renderPrompt } from '../../src/protocol/tags';
+import { renderMemoryContext, renderPrompt } from '../../src/protocol/chat';
+import { observationSegment } from '../../src/protocol/stream';
 import { runAgentLoop } from '../../src/pipeline/rollout';
 import { toTensorBatch } from '../../src/pipeline/batch';
 import { PartialResultsError, type GenerateParams, type GenerationOutput, type GenerationRequest, type Generator, type RequestTag, type ScoringItem, type ScoringTag } from '../../src/contracts';

@@ -1,5 +1,5 @@
-/** AgentMemory.prepare_prompt (SPEC §7, notes 0x04 §4.2). */
-import { renderChat, renderMemoryContext, SYSTEM_PROMPT } from '../../src/protocol/tags';
+/** AgentMemory.prepare_prompt (docs/algorithm.md §7). */
+import { renderChat, renderMemoryContext, SYSTEM_PROMPT } from '../../src/protocol/chat';
 import { AgentMemory, type MemoryRecord } from '../../src/protocol/agent-memory';
 
 describe('AgentMemory.prepare_prompt', () => {

@@ -6,11 +6,13 @@
  */
 import * as fs from 'fs';
 import * as path from 'path';
-import {
-  SPECIAL_TOKENS, SPECIAL_TOKEN_IDS, SYSTEM_PROMPT, memoryPolicyMessages, observationSegment,
-  promptMessages, renderChat, renderFullStream, renderMemoryContext, renderObservation, renderPrompt,
-  renderRound, parseRound, splitAnswers,
-} from '../../src/protocol/tags';
+import { SPECIAL_TOKENS } from '../../src/protocol/tags';
+import { SPECIAL_TOKEN_IDS } from '../../src/protocol/embedded-ids';
+import { SYSTEM_PROMPT, memoryPolicyMessages, promptMessages, renderChat, renderMemoryContext, renderPrompt } from '../../src/protocol/chat';
+import { observationSegment, renderFullStream } from '../../src/protocol/stream';
+import { renderObservation } from '../../src/retrieval/observation';
+import { parseRound, renderRound } from '../../src/protocol/round';
+import { splitAnswers } from '../../src/protocol/answer';
 import { computeScore, validateFormat } from '../../src/kernels/outcome-reward';
 import { Bm25, bm25Tokenize } from '../../tools/world/bm25';
 import { Entity, NAME_PIECES, YEAR_RANGE } from '../../tools/world/kb';

@@ -5,9 +5,9 @@
  * vague query, a forgotten fact, a premature or wrong answer) so that a model trained on them
  * samples varied rollouts.
  */
-import {
-  EMPTY_MEMORY, MULTI_ANSWER_SEPARATOR, ObservationDoc, RoundAction, renderObservation, renderRound,
-} from '../../src/protocol/tags';
+import { EMPTY_MEMORY, RoundAction, renderRound } from '../../src/protocol/round';
+import { MULTI_ANSWER_SEPARATOR } from '../../src/protocol/answer';
+import { ObservationDoc, renderObservation } from '../../src/retrieval/observation';
 import { Bm25 } from './bm25';
 import { CorpusDoc, Entity, KB, factSentence, objectName, relation } from './kb';
 import { Hop, Question } from './questions';

@@ -2,7 +2,7 @@
  * Question sets of the embedded world: chain questions (1-, 2-, 3-hop) and multi-objective
  * questions bundling k independent 1-hop sub-questions (answers comma-separated).
  */
-import { MULTI_ANSWER_SEPARATOR } from '../../src/protocol/tags';
+import { MULTI_ANSWER_SEPARATOR } from '../../src/protocol/answer';
 import {
   Entity, KB, Split, factObject, objectName, relation, relationsOf,
 } from './kb';

@@ -5,10 +5,11 @@
  * @huggingface/transformers, so the ids are exactly what the runtime produces.
  */
 import * as path from 'path';
-import {
-  MEM_CLOSE, MEM_OPEN, SPECIAL_TOKENS, SPECIAL_TOKEN_IDS, SpecialToken, renderAnswerTarget,
-  observationSegment, renderFullContext, renderMemoryContext, renderPrompt,
-} from '../../src/protocol/tags';
+import { MEM_CLOSE, MEM_OPEN, SPECIAL_TOKENS, SpecialToken } from '../../src/protocol/tags';
+import { SPECIAL_TOKEN_IDS } from '../../src/protocol/embedded-ids';
+import { renderAnswerTarget } from '../../src/protocol/answer';
+import { renderMemoryContext, renderPrompt } from '../../src/protocol/chat';
+import { observationSegment, renderFullContext } from '../../src/protocol/stream';
 import type { OracleTrajectory } from './oracle';
 
 export type SamplePolicy = 'memory' | 'full' | 'score';

@@ -6,7 +6,8 @@
  * a name piece or a year is a single token wherever it appears: after a space, or straight
  * after a tag as in `<answer>1834</answer>`. Copying a name is then copying whole tokens.
  */
-import { CHAT_TEMPLATE, EOS_TOKEN, SPECIAL_TOKENS } from '../../src/protocol/tags';
+import { EOS_TOKEN, SPECIAL_TOKENS } from '../../src/protocol/tags';
+import { CHAT_TEMPLATE } from '../../src/protocol/chat';
 
 /** GPT-2's byte -> unicode table. */
 export function bytesToUnicode(): string[] {

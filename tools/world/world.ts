@@ -3,7 +3,9 @@
  * training texts, and the exact bytes of every generated file (so a test can check that the
  * committed files regenerate byte-identically from the seed).
  */
-import { EMPTY_MEMORY, SYSTEM_PROMPT, renderObservation } from '../../src/protocol/tags';
+import { EMPTY_MEMORY } from '../../src/protocol/round';
+import { SYSTEM_PROMPT } from '../../src/protocol/chat';
+import { renderObservation } from '../../src/retrieval/observation';
 import { Bm25 } from './bm25';
 import { NAME_PIECES, SPLITS, YEAR_RANGE, buildKB, factObject, objectName, relationsOf, renderCorpus } from './kb';
 import { Oracle, OracleTrajectory } from './oracle';

@@ -18,7 +18,7 @@
  * same random numbers per trajectory as the in-process `LocalModel`.
  */
 import { PartialResultsError, type GenerateParams, type GenerationOutput, type GenerationRequest, type Generator, type ScoringItem, type TargetScorer, type TextCodec } from '../../contracts';
-import { EOS_TOKEN_ID } from '../../protocol/tags';
+import { EOS_TOKEN_ID } from '../../protocol/embedded-ids';
 import type { CompletionsDialect } from './dialect';
 import { CompletionsBackendError } from './errors';
 import { resolveEngineOptions, type CompletionsApi, type HttpCompletionsOptions } from './options';

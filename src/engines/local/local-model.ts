@@ -1,7 +1,7 @@
 /** The embedded runtime (ONNX Runtime `CausalLM`) as the pipeline's `Generator` + `TargetScorer`. */
 import type { GenerateParams, GenerationOutput, GenerationRequest, Generator, ScoringItem, TargetScorer, TextCodec } from '../../contracts';
 import { CausalLM, type LoadOptions } from './causal-lm';
-import { EOS_TOKEN_ID, FALLBACK_STOP_TOKEN_IDS, STOP_TOKEN_IDS } from '../../protocol/tags';
+import { EOS_TOKEN_ID, FALLBACK_STOP_TOKEN_IDS, STOP_TOKEN_IDS } from '../../protocol/embedded-ids';
 
 export interface LocalModelOptions {
   /** Most padded tokens per scorer forward pass (default 8192). */

@@ -10,7 +10,9 @@ import * as crypto from 'crypto';
 import * as fs from 'fs';
 import * as path from 'path';
 import * as ort from 'onnxruntime-node';
-import { SPECIAL_TOKEN_IDS, renderPrompt, renderRound } from '../../../src/protocol/tags';
+import { SPECIAL_TOKEN_IDS } from '../../../src/protocol/embedded-ids';
+import { renderPrompt } from '../../../src/protocol/chat';
+import { renderRound } from '../../../src/protocol/round';
 import { loadTokenizer, loadTransformers } from '../../../tools/world/samples';
 
 const DIR = path.join(__dirname, '..', '..', '..', 'models', 'mempo-tiny');

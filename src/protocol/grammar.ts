@@ -1,0 +1,221 @@
+/**
+ * The one round grammar (docs/algorithm.md §1). A round's generated text is
+ *
+ *   round  := ws MEM ws THINK ws ACTION ws
+ *   MEM    := <mem> text </mem>          THINK := <think> text </think>
+ *   ACTION := <search> query </search>  |  <answer> answer </answer>    (query, answer not blank)
+ *
+ * where `text` holds no protocol tag and `ws` is whitespace only. `checkRound` reads a round
+ * once (tag lexer → top-level blocks) and reports that reading two ways: every violation
+ * (`parseRoundOutput`, the per-round statistics) and where the round first leaves the grammar
+ * (the reason `validateFormat` gives). A round is valid exactly when it has no violation; the
+ * loose `parseRound` reads the same blocks.
+ */
+
+export type ViolationCode =
+  | 'unclosed-tag'
+  | 'stray-close-tag'
+  | 'nested-tag'
+  | 'repeated-tag'
+  | 'text-outside-tags'
+  | 'missing-mem'
+  | 'missing-think'
+  | 'tag-order'
+  | 'no-action'
+  | 'two-actions'
+  | 'empty-query'
+  | 'empty-answer'
+  | 'model-wrote-information';
+
+export interface Violation {
+  code: ViolationCode;
+  message: string;
+}
+
+export const TAG_NAMES = ['mem', 'think', 'search', 'answer', 'information'] as const;
+export type TagName = (typeof TAG_NAMES)[number];
+export type ActionName = 'search' | 'answer';
+
+export interface TagToken {
+  name: TagName;
+  close: boolean;
+  /** Offset of `<` and one past `>`. */
+  index: number;
+  end: number;
+}
+
+const TAG_RE = new RegExp(`<(/?)(${TAG_NAMES.join('|')})>`, 'g');
+
+/** The protocol tags of `text`, in order (anything else, `<b>` say, is text). */
+export function lexTags(text: string): TagToken[] {
+  const out: TagToken[] = [];
+  for (const m of text.matchAll(TAG_RE)) {
+    const index = m.index ?? 0;
+    out.push({ name: m[2] as TagName, close: m[1] === '/', index, end: index + m[0].length });
+  }
+  return out;
+}
+
+export function tagText(t: TagToken): string {
+  return `<${t.close ? '/' : ''}${t.name}>`;
+}
+
+interface Slot {
+  names: readonly TagName[];
+  /** The violation when the round has no closed block of this slot. */
+  missing: ViolationCode;
+  /** Where the slot's block is expected, for the first-deviation reason. */
+  where: string;
+}
+
+/** The blocks of a round, in order. */
+const ROUND_SLOTS: readonly Slot[] = [
+  { names: ['mem'], missing: 'missing-mem', where: 'to open the round' },
+  { names: ['think'], missing: 'missing-think', where: 'after </mem>' },
+  { names: ['search', 'answer'], missing: 'no-action', where: 'after </think>' },
+];
+
+/** The empty-action rule, the same for every reader: a blank query or answer is a violation. */
+const EMPTY_ACTION: Readonly<Record<ActionName, Violation>> = {
+  search: { code: 'empty-query', message: 'the search query is empty' },
+  answer: { code: 'empty-answer', message: 'the answer is empty' },
+};
+
+export function isAction(name: TagName): name is ActionName {
+  return name === 'search' || name === 'answer';
+}
+
+/** A top-level block: from an opening tag to its closing tag (or to where reading gave up). */
+export interface Block {
+  name: TagName;
+  content: string;
+  closed: boolean;
+}
+
+/** The first closed block whose name is one of `names`. */
+export function firstClosed(blocks: readonly Block[], names: readonly TagName[]): Block | undefined {
+  return blocks.find((b) => b.closed && names.includes(b.name));
+}
+
+interface Reading {
+  tags: TagToken[];
+  blocks: Block[];
+  /** Lexical faults (stray, nested, unclosed tags) in text order. */
+  faults: Violation[];
+  /** All text outside top-level blocks. */
+  outside: string;
+}
+
+/** Reads `text` into top-level blocks; an opening tag inside an open block closes it unclosed. */
+function readBlocks(text: string): Reading {
+  const tags = lexTags(text);
+  const faults: Violation[] = [];
+  const add = (code: ViolationCode, message: string) => faults.push({ code, message });
+  const blocks: Block[] = [];
+  let open: { name: TagName; start: number } | null = null;
+  let pos = 0;
+  let outside = '';
+  for (const t of tags) {
+    if (open === null) {
+      outside += text.slice(pos, t.index);
+      if (t.close) add('stray-close-tag', `</${t.name}> without an opening <${t.name}>`);
+      else open = { name: t.name, start: t.end };
+    } else if (t.close && t.name === open.name) {
+      blocks.push({ name: t.name, content: text.slice(open.start, t.index), closed: true });
+      open = null;
+    } else if (t.close) {
+      add('stray-close-tag', `</${t.name}> while <${open.name}> is open`);
+    } else {
+      add('nested-tag', `<${t.name}> inside <${open.name}>`);
+      add('unclosed-tag', `<${open.name}> is not closed`);
+      blocks.push({ name: open.name, content: text.slice(open.start, t.index), closed: false });
+      open = { name: t.name, start: t.end };
+    }
+    pos = t.end;
+  }
+  if (open !== null) {
+    add('unclosed-tag', `<${open.name}> is not closed`);
+    blocks.push({ name: open.name, content: text.slice(open.start), closed: false });
+  } else {
+    outside += text.slice(pos);
+  }
+  return { tags, blocks, faults, outside };
+}
+
+/** Every way the blocks differ from `ROUND_SLOTS` (besides the lexical faults). */
+function blockViolations(r: Reading): Violation[] {
+  const out: Violation[] = [];
+  const add = (code: ViolationCode, message: string) => out.push({ code, message });
+  const outside = r.outside.trim();
+  if (outside.length > 0) add('text-outside-tags', `text outside tags: ${JSON.stringify(clip(outside, 40))}`);
+  const counts = new Map<TagName, number>();
+  for (const b of r.blocks) counts.set(b.name, (counts.get(b.name) ?? 0) + 1);
+  for (const [name, n] of counts) if (n > 1) add('repeated-tag', `<${name}> appears ${n} times`);
+  if (counts.has('information')) add('model-wrote-information', 'the model wrote an <information> block');
+
+  const found = ROUND_SLOTS.map((s) => firstClosed(r.blocks, s.names));
+  ROUND_SLOTS.forEach((s, i) => {
+    if (found[i] === undefined) add(s.missing, `no closed <${s.names.join('> or <')}>`);
+  });
+  const actions = r.blocks.filter((b) => b.closed && isAction(b.name));
+  if (actions.length > 1) add('two-actions', `${actions.length} actions in one round`);
+  // Order: by first appearance of each slot's closed block.
+  const expected = found.flatMap((b) => (b === undefined ? [] : [b.name]));
+  const seen = r.blocks.filter((b) => b.closed && expected.includes(b.name)).map((b) => b.name);
+  const firstSeen = seen.filter((n, i) => seen.indexOf(n) === i);
+  if (firstSeen.join() !== expected.join()) {
+    add('tag-order', `tags in the order ${firstSeen.map((n) => `<${n}>`).join(', ')}; expected <mem>, <think>, then <search> or <answer>`);
+  }
+  const act = actions[0];
+  if (act !== undefined && isAction(act.name) && act.content.trim().length === 0) out.push({ ...EMPTY_ACTION[act.name] });
+  return out;
+}
+
+/**
+ * Where `text` first leaves the grammar, read left to right (the wording of `validateFormat`'s
+ * reasons); null when it never does, which is exactly when `checkRound` finds no violation.
+ */
+export function firstDeviation(text: string, tags: readonly TagToken[] = lexTags(text)): string | null {
+  let pos = 0;
+  let i = 0;
+  const blankTo = (to: number) => text.slice(pos, to).trim().length === 0;
+  for (const slot of ROUND_SLOTS) {
+    const expected = `<${slot.names.join('> or <')}> ${slot.where}`;
+    const open = tags[i];
+    if (open === undefined) return `expected ${expected} but the response ended`;
+    if (!blankTo(open.index)) return `text outside tags before ${tagText(open)}`;
+    if (open.close || !slot.names.includes(open.name)) return `expected ${expected} but found ${tagText(open)}`;
+    const close = tags[i + 1];
+    if (close === undefined) return `<${open.name}> is not closed`;
+    if (!close.close || close.name !== open.name) return `<${open.name}> is not closed before ${tagText(close)}`;
+    if (isAction(open.name) && text.slice(open.end, close.index).trim().length === 0) return EMPTY_ACTION[open.name].message;
+    pos = close.end;
+    i += 2;
+  }
+  const extra = tags[i];
+  if (extra !== undefined) return `${tagText(extra)} after the round's action`;
+  if (!blankTo(text.length)) return 'text outside tags at the end';
+  return null;
+}
+
+export interface RoundCheck {
+  /** Top-level blocks in text order. */
+  blocks: Block[];
+  /** Every violation; empty exactly when the round is format-valid. */
+  violations: Violation[];
+  /** Where the round first leaves the grammar; null exactly when `violations` is empty. */
+  deviation: string | null;
+}
+
+/** Reads one round's generated text against the grammar. */
+export function checkRound(text: string): RoundCheck {
+  const r = readBlocks(text);
+  const violations = [...r.faults, ...blockViolations(r)];
+  const first = violations[0];
+  const deviation = first === undefined ? null : firstDeviation(text, r.tags) ?? first.message;
+  return { blocks: r.blocks, violations, deviation };
+}
+
+function clip(s: string, n: number): string {
+  return s.length > n ? `${s.slice(0, n)}…` : s;
+}

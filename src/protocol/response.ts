@@ -1,0 +1,46 @@
+/**
+ * The whole response stream (docs/algorithm.md §1-§2): rounds, each followed by the
+ * `<information>` observation of its search. A round ends where its generation stops, at the
+ * first `</search>` or `</answer>`, and is checked by the round grammar (`checkRound`); an
+ * observation is tool output and is skipped whole, whatever it contains.
+ */
+import { checkRound, isAction, lexTags, type TagToken } from './grammar';
+
+/**
+ * The first format error of `response` as "round N: …", or null when every round is valid,
+ * only search rounds are followed by an observation, nothing but whitespace lies between them,
+ * an answer round is the last round and, with `requireAnswer`, there is one.
+ */
+export function responseFormatError(response: string, requireAnswer: boolean): string | null {
+  const tags = lexTags(response);
+  const blank = (from: number, to?: number) => response.slice(from, to).trim().length === 0;
+  let i = 0;
+  let pos = 0;
+  let round = 0;
+  let answered = false;
+  while (i < tags.length) {
+    if (answered) return `round ${round + 1}: text after the answer round`;
+    round++;
+    let j = i;
+    while (j < tags.length && !(tags[j]!.close && isAction(tags[j]!.name))) j++;
+    const stop: TagToken | undefined = tags[j];
+    const end = stop === undefined ? response.length : stop.end;
+    const { deviation } = checkRound(response.slice(pos, end));
+    if (deviation !== null) return `round ${round}: ${deviation}`;
+    answered = stop?.name === 'answer';
+    pos = end;
+    i = j + 1;
+    const next = tags[i];
+    if (answered || next === undefined || next.close || next.name !== 'information') continue;
+    if (!blank(pos, next.index)) return `round ${round}: text outside tags before <information>`;
+    let k = i + 1;
+    while (k < tags.length && !(tags[k]!.close && tags[k]!.name === 'information')) k++;
+    if (k === tags.length) return `round ${round}: <information> is not closed`;
+    pos = tags[k]!.end;
+    i = k + 1;
+  }
+  if (!blank(pos)) return round === 0 ? 'no tags: expected <mem> to open the round' : `round ${round}: text outside tags at the end`;
+  if (round === 0) return 'empty response: expected <mem> to open the round';
+  if (requireAnswer && !answered) return `round ${round}: the response ends without an <answer> round`;
+  return null;
+}
