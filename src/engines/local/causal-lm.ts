@@ -1,15 +1,31 @@
 /**
  * `CausalLM`: a decoder in optimum's `text-generation-with-past` layout run with ONNX Runtime.
  * Batched sampling with a KV cache (`generate`) and teacher-forced target scoring
- * (`scoreTargets`, SPEC §4).
+ * (`scoreTargets`, docs/algorithm.md §4); both run on the `ForwardModel` this class implements.
  */
 import { MempoRuntimeError, invalidArgument } from './errors';
 import { checkModelIO, locateModelFiles, readModelConfig, type ModelConfig, type ModelIO } from './model-dir';
 import { getOrt, type ExecutionProvider, type OrtSession, type OrtTensor, type SessionOptions } from './ort';
 import { KVCache } from './kv-cache';
 import { Tokenizer } from './tokenizer';
-import { generate, type GenerateOptions, type GenerationResult, type GenerationStats, type PromptInput } from './generate';
-import { scoreTargets, type ScoreItem, type ScoreOptions, type ScoreStats } from './scorer';
+import { generate } from './generate';
+import { scoreTargets } from './scorer';
+import type {
+  ForwardInput,
+  ForwardModel,
+  ForwardOutput,
+  GenerateOptions,
+  GenerationResult,
+  GenerationStats,
+  GenerationWithStats,
+  PromptInput,
+  ScoreItem,
+  ScoreOptions,
+  ScoreStats,
+  ScoresWithStats,
+} from './types';
+
+export type { ForwardInput, ForwardOutput } from './types';
 
 export interface LoadOptions {
   /** ORT execution providers, passed through (default `['cpu']`), e.g. `['cuda', 'cpu']`. */
@@ -22,27 +38,7 @@ export interface LoadOptions {
   tokenizer?: boolean | Tokenizer;
 }
 
-export interface ForwardInput {
-  /** `[batch, seqLen]` token ids, row-major. */
-  inputIds: BigInt64Array;
-  batch: number;
-  seqLen: number;
-  /** `[batch, past + seqLen]`. */
-  attentionMask: BigInt64Array;
-  /** `[batch, seqLen]`; ignored when the model does not take position ids. */
-  positionIds: BigInt64Array;
-  past: KVCache;
-  /** Also fetch `present.*` (the next cache). Default true. */
-  fetchPresent?: boolean;
-}
-
-export interface ForwardOutput {
-  /** `[batch, seqLen, vocab]` row-major, as ORT returned it (not copied). */
-  logits: Float32Array;
-  present: KVCache | undefined;
-}
-
-export class CausalLM {
+export class CausalLM implements ForwardModel {
   private session: OrtSession | undefined;
 
   private constructor(
@@ -186,21 +182,41 @@ export class CausalLM {
   }
 
   /** Samples continuations of many prompts at once (see `GenerateOptions`). Results in prompt order. */
-  generate(prompts: readonly PromptInput[], options: GenerateOptions): Promise<GenerationResult[]> {
-    return generate(this, prompts, options);
+  async generate(prompts: readonly PromptInput[], options: GenerateOptions): Promise<GenerationResult[]> {
+    return (await this.generateWithStats(prompts, options)).results;
   }
 
-  /** Statistics of the last `generate` call (steps, tokens, compactions). */
+  /** `generate`, also returning the statistics of this call alone (safe with concurrent calls). */
+  async generateWithStats(prompts: readonly PromptInput[], options: GenerateOptions): Promise<GenerationWithStats> {
+    const out = await generate(this, prompts, options);
+    this.lastGenerationStats = out.stats;
+    return out;
+  }
+
+  /**
+   * Statistics of the most recently finished `generate` call (steps, tokens, compactions). With
+   * concurrent calls, use `generateWithStats` to get each call's own.
+   */
   lastGenerationStats: GenerationStats | undefined;
-  /** Statistics of the last `scoreTargets` call (micro-batches, padded tokens). */
+  /**
+   * Statistics of the most recently finished `scoreTargets` call (micro-batches, padded tokens).
+   * With concurrent calls, use `scoreTargetsWithStats` to get each call's own.
+   */
   lastScoreStats: ScoreStats | undefined;
 
   /**
-   * SPEC §4: per item, log π(target_t | context, target_<t) for every target token, all items in
-   * one call (micro-batched internally by a token budget).
+   * docs/algorithm.md §4: per item, log π(target_t | context, target_<t) for every target token,
+   * all items in one call (micro-batched internally by a token budget).
    */
-  scoreTargets(items: readonly ScoreItem[], options: ScoreOptions = {}): Promise<Float32Array[]> {
-    return scoreTargets(this, items, options);
+  async scoreTargets(items: readonly ScoreItem[], options: ScoreOptions = {}): Promise<Float32Array[]> {
+    return (await this.scoreTargetsWithStats(items, options)).results;
+  }
+
+  /** `scoreTargets`, also returning the statistics of this call alone (safe with concurrent calls). */
+  async scoreTargetsWithStats(items: readonly ScoreItem[], options: ScoreOptions = {}): Promise<ScoresWithStats> {
+    const out = await scoreTargets(this, items, options);
+    this.lastScoreStats = out.stats;
+    return out;
   }
 
   async dispose(): Promise<void> {

@@ -4,7 +4,7 @@ import { CausalLM, type LoadOptions } from './causal-lm';
 import { EOS_TOKEN_ID, FALLBACK_STOP_TOKEN_IDS, STOP_TOKEN_IDS } from '../../protocol/embedded-ids';
 
 export interface LocalModelOptions {
-  /** Most padded tokens per scorer forward pass (default 8192). */
+  /** Most padded tokens per scorer forward pass (default: the scorer's, see src/options.ts). */
   scorerMaxBatchTokens?: number;
 }
 
@@ -12,7 +12,7 @@ export interface LocalModelOptions {
 export class LocalModel implements Generator, TargetScorer {
   readonly codec: TextCodec;
   readonly maxContextTokens: number;
-  /** Number of scorer calls made (SPEC §4: one per batch). */
+  /** Number of scorer calls made (docs/algorithm.md §4: one per batch). */
   scoreCalls = 0;
 
   /** Loads a model directory (ONNX + tokenizer), e.g. the embedded `models/mempo-tiny`. */
@@ -44,7 +44,7 @@ export class LocalModel implements Generator, TargetScorer {
         seed: params.seed,
         stop: params.stop,
         stopTokenIds: [...STOP_TOKEN_IDS, ...FALLBACK_STOP_TOKEN_IDS.filter((id) => id !== EOS_TOKEN_ID)],
-        maxBatchSize: params.maxBatchSize ?? 64,
+        maxBatchSize: params.maxBatchSize, // default: see src/options.ts (maxGenerateBatch)
         decode: false,
       },
     );
@@ -56,7 +56,8 @@ export class LocalModel implements Generator, TargetScorer {
     if (items.length === 0) return [];
     return this.model.scoreTargets(
       items.map((it) => ({ contextIds: it.contextIds as number[], targetIds: it.targetIds as number[] })),
-      { truncate: 'left', maxBatchTokens: this.options.scorerMaxBatchTokens ?? 8192 },
+      // default: see src/options.ts (scorerMaxBatchTokens)
+      { truncate: 'left', maxBatchTokens: this.options.scorerMaxBatchTokens },
     );
   }
 }

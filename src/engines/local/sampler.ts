@@ -43,18 +43,7 @@ export class SamplerScratch {
 
 export function sampleRow(row: Float32Array, params: SamplingParams, rng: Rng, scratch: SamplerScratch): SampleResult {
   const V = row.length;
-  let max = -Infinity;
-  let argmax = 0;
-  for (let i = 0; i < V; i++) {
-    const v = row[i]!;
-    if (v > max) {
-      max = v;
-      argmax = i;
-    }
-  }
-  if (!Number.isFinite(max)) {
-    throw new Error(`the model returned ${max} as the largest logit (non-finite logits)`);
-  }
+  const { max, argmax } = rowMax(row);
   const T = params.temperature;
   if (T === 0) {
     return { token: argmax, logprob: params.logprobs === 'sampling' ? 0 : rawLogprob(row, argmax, max) };
@@ -72,70 +61,112 @@ export function sampleRow(row: Float32Array, params: SamplingParams, rng: Rng, s
   let token: number;
   let sampledLogprob: number;
   if (!truncate) {
-    const u = rng() * sum;
-    let acc = 0;
-    token = V - 1;
-    for (let i = 0; i < V; i++) {
-      acc += probs[i]!;
-      if (acc > u) {
-        token = i;
-        break;
-      }
-    }
-    // Guard against rounding leaving a zero-weight token selected.
-    if (probs[token]! === 0) token = argmax;
+    token = sampleFull(probs, V, sum, rng, argmax);
     sampledLogprob = (row[token]! - max) * invT - Math.log(sum);
   } else {
-    const k = params.topK > 0 ? Math.min(params.topK, V) : V;
-    const needMass = params.topP * sum;
-    // Candidate set {i : w_i >= t}; lower t until it holds >= k tokens or >= topP of the mass.
-    let t = 1 / 64;
-    let count = 0;
-    let mass = 0;
-    for (;;) {
-      count = 0;
-      mass = 0;
-      for (let i = 0; i < V; i++) {
-        const w = probs[i]!;
-        if (w >= t) {
-          count++;
-          mass += w;
-        }
-      }
-      if (count >= k || (params.topP < 1 && mass >= needMass) || t === 0) break;
-      t = t < 1e-30 ? 0 : t / 256;
-    }
-    if (scratch.idx.length < count) scratch.idx = new Int32Array(Math.max(count, scratch.idx.length * 2));
-    const idx = scratch.idx;
-    let n = 0;
-    for (let i = 0; i < V; i++) if (probs[i]! >= t) idx[n++] = i;
-    // Quickselect instead of sorting: the kept tokens end up (unordered) in idx[0, keep).
-    let keep = k < n ? selectTopCount(idx, n, k, probs) : n;
-    let keptMass = 0;
-    for (let j = 0; j < keep; j++) keptMass += probs[idx[j]!]!;
-    if (params.topP < 1) {
-      keep = selectTopMass(idx, keep, params.topP * keptMass, probs);
-      keptMass = 0;
-      for (let j = 0; j < keep; j++) keptMass += probs[idx[j]!]!;
-    }
-    const cand = idx;
-    const u = rng() * keptMass;
-    let acc = 0;
-    token = cand[keep - 1]!;
-    for (let j = 0; j < keep; j++) {
-      acc += probs[cand[j]!]!;
-      if (acc > u) {
-        token = cand[j]!;
-        break;
-      }
-    }
-    sampledLogprob = (row[token]! - max) * invT - Math.log(keptMass);
+    const kept = sampleTruncated(probs, V, sum, params, rng, scratch);
+    token = kept.token;
+    sampledLogprob = (row[token]! - max) * invT - Math.log(kept.mass);
   }
   let logprob: number;
   if (params.logprobs === 'sampling') logprob = sampledLogprob;
   else if (params.logprobs === 'temperature' || T === 1) logprob = (row[token]! - max) * invT - Math.log(sum);
   else logprob = rawLogprob(row, token, max);
   return { token, logprob };
+}
+
+function rowMax(row: Float32Array): { max: number; argmax: number } {
+  let max = -Infinity;
+  let argmax = 0;
+  for (let i = 0; i < row.length; i++) {
+    const v = row[i]!;
+    if (v > max) {
+      max = v;
+      argmax = i;
+    }
+  }
+  if (!Number.isFinite(max)) {
+    throw new Error(`the model returned ${max} as the largest logit (non-finite logits)`);
+  }
+  return { max, argmax };
+}
+
+/** Draws from the whole vocabulary by the weights in probs[0, V) (total `sum`). */
+function sampleFull(probs: Float32Array, V: number, sum: number, rng: Rng, argmax: number): number {
+  const u = rng() * sum;
+  let acc = 0;
+  let token = V - 1;
+  for (let i = 0; i < V; i++) {
+    acc += probs[i]!;
+    if (acc > u) {
+      token = i;
+      break;
+    }
+  }
+  // Guard against rounding leaving a zero-weight token selected.
+  return probs[token]! === 0 ? argmax : token;
+}
+
+/**
+ * Writes the candidates {i : w_i >= t} to scratch.idx, t lowered until they hold >= k tokens or
+ * >= topP of the mass; returns how many.
+ */
+function candidates(probs: Float32Array, V: number, k: number, needMass: number, topP: number, scratch: SamplerScratch): number {
+  let t = 1 / 64;
+  let count = 0;
+  let mass = 0;
+  for (;;) {
+    count = 0;
+    mass = 0;
+    for (let i = 0; i < V; i++) {
+      const w = probs[i]!;
+      if (w >= t) {
+        count++;
+        mass += w;
+      }
+    }
+    if (count >= k || (topP < 1 && mass >= needMass) || t === 0) break;
+    t = t < 1e-30 ? 0 : t / 256;
+  }
+  if (scratch.idx.length < count) scratch.idx = new Int32Array(Math.max(count, scratch.idx.length * 2));
+  const idx = scratch.idx;
+  let n = 0;
+  for (let i = 0; i < V; i++) if (probs[i]! >= t) idx[n++] = i;
+  return n;
+}
+
+/** Top-k then top-p: draws from the kept tokens; returns the token and the kept mass. */
+function sampleTruncated(
+  probs: Float32Array,
+  V: number,
+  sum: number,
+  params: SamplingParams,
+  rng: Rng,
+  scratch: SamplerScratch,
+): { token: number; mass: number } {
+  const k = params.topK > 0 ? Math.min(params.topK, V) : V;
+  const n = candidates(probs, V, k, params.topP * sum, params.topP, scratch);
+  const idx = scratch.idx;
+  // Quickselect instead of sorting: the kept tokens end up (unordered) in idx[0, keep).
+  let keep = k < n ? selectTopCount(idx, n, k, probs) : n;
+  let keptMass = 0;
+  for (let j = 0; j < keep; j++) keptMass += probs[idx[j]!]!;
+  if (params.topP < 1) {
+    keep = selectTopMass(idx, keep, params.topP * keptMass, probs);
+    keptMass = 0;
+    for (let j = 0; j < keep; j++) keptMass += probs[idx[j]!]!;
+  }
+  const u = rng() * keptMass;
+  let acc = 0;
+  let token = idx[keep - 1]!;
+  for (let j = 0; j < keep; j++) {
+    acc += probs[idx[j]!]!;
+    if (acc > u) {
+      token = idx[j]!;
+      break;
+    }
+  }
+  return { token, mass: keptMass };
 }
 
 /** log softmax(row)[token] with the row maximum already known. */

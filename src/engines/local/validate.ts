@@ -1,19 +1,20 @@
-import { MempoRuntimeError, describe } from './errors';
+/** Token-id checks shared by generation and scoring, in the wording of src/validate.ts. */
+import { expectedError } from './errors';
+
+/** Plain arrays and numeric typed arrays (not DataView, not the BigInt arrays). */
+function isIdArray(ids: unknown): ids is ArrayLike<number> {
+  if (Array.isArray(ids)) return true;
+  return ArrayBuffer.isView(ids) && !(ids instanceof DataView) && !(ids instanceof BigInt64Array) && !(ids instanceof BigUint64Array);
+}
 
 /** Checks that `ids` is an array of integer token ids in [0, vocab); `label` names the item. */
 export function checkTokenIds(ids: unknown, vocab: number, label: string): ArrayLike<number> {
-  if (!Array.isArray(ids) && !(ArrayBuffer.isView(ids) && !(ids instanceof DataView) && !(ids instanceof BigInt64Array) && !(ids instanceof BigUint64Array))) {
-    throw new MempoRuntimeError('ERR_INVALID_ARGUMENT', `Expected an array of token ids for ${label} but received ${describe(ids)}`);
-  }
-  const arr = ids as ArrayLike<number>;
-  for (let i = 0; i < arr.length; i++) {
-    const v = arr[i]!;
+  if (!isIdArray(ids)) throw expectedError('ERR_INVALID_ARGUMENT', 'an array of token ids', label, ids);
+  for (let i = 0; i < ids.length; i++) {
+    const v = ids[i]!;
     if (!Number.isInteger(v) || v < 0 || v >= vocab) {
-      throw new MempoRuntimeError(
-        'ERR_TOKEN_OUT_OF_VOCAB',
-        `Expected a token id in [0, ${vocab}) for ${label}[${i}] but received ${describe(v)}`,
-      );
+      throw expectedError('ERR_TOKEN_OUT_OF_VOCAB', `a token id in [0, ${vocab})`, `${label}[${i}]`, v);
     }
   }
-  return arr;
+  return ids;
 }

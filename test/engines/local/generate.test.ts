@@ -257,8 +257,7 @@ describe('a model that takes no position_ids (positions follow the cache length)
     const fake = withoutPositionIds();
     const ps = prompts();
     const all = [ps[0]!, ps[1]!, ps[0]!, ps[2]!];
-    const res = await generate(fake, all, { maxNewTokens: 6, seed: 5, eosTokenIds: [] });
-    const stats = fake.lastGenerationStats!;
+    const { results: res, stats } = await generate(fake, all, { maxNewTokens: 6, seed: 5, eosTokenIds: [] });
     expect(stats.waves).toBe(new Set(all.map((p) => p.length)).size);
     expect(stats.paddedPrefillTokens).toBe(stats.prefillTokens);
     for (let i = 0; i < all.length; i++) {
@@ -273,7 +272,7 @@ describe('a model that takes no position_ids (positions follow the cache length)
       { contextIds: randomIds(40, 1), targetIds: [9, 77, 10] },
       { contextIds: randomIds(5, 2), targetIds: [9, 78, 79, 10] },
     ];
-    const got = await scoreTargets(fake, items);
+    const { results: got } = await scoreTargets(fake, items);
     for (let i = 0; i < items.length; i++) {
       const ref = await referenceLogprobs(model, items[i]!.contextIds, items[i]!.targetIds);
       expect(maxAbsDiff(got[i]!, ref)).toBeLessThan(1e-4);

@@ -88,6 +88,7 @@ describe('scoreTargets on the embedded model', () => {
     let buffer: ArrayBufferLike | undefined;
     await model.scoreTargets(batch, {
       gather: (logits, targets, rows, vocab) => {
+        expect(vocab).toBe(VOCAB);
         buffer ??= logits.buffer;
         calls.push({ rows, length: logits.length, shared: logits.buffer === buffer });
         expect(targets.length).toBe(rows);
