@@ -2,7 +2,8 @@
  * The types every layer shares, importing nothing: what the pipeline needs from a model
  * (`TextCodec`, `Generator`, `TargetScorer`) and from a search tool (`Retriever`), so that the
  * embedded ONNX runtime, inference servers, a scripted fake or a trainer's own model can stand
- * behind them.
+ * behind them; and the records the pipeline hands from step to step, Question → Trajectory →
+ * Snapshot → ScoredTrajectory → BatchRecord.
  */
 
 export interface TextCodec {
@@ -59,7 +60,7 @@ export interface Generator {
 
 /** Which trajectory, round and context a scoring item belongs to (for error messages). */
 export interface ScoringTag extends RequestTag {
-  /** SPEC §2: the full context or the memory context of the round's snapshot. */
+  /** docs/algorithm.md §2: the full context or the memory context of the round's snapshot. */
   context: 'full' | 'memory';
 }
 
@@ -109,3 +110,172 @@ export interface Retriever {
   search(queries: readonly string[], topk: number): Promise<RetrievedDoc[][]>;
 }
 
+
+/* ---- The pipeline's records, from a question to the trainer's batch (docs/algorithm.md §1-§8). ---- */
+
+/** One question (a questions.jsonl line); src/io/questions.ts checks its zod schema agrees. */
+export interface Question {
+  id: string;
+  question: string;
+  golds: string[];
+  hops?: number;
+  objectives?: number;
+  kind?: string;
+}
+
+export type TrajectoryState = 'generating' | 'tool-calling' | 'done' | 'error';
+
+export type DoneReason =
+  | 'answer'
+  | 'max-turns'
+  | 'response-budget'
+  | 'round-length'
+  | 'eos'
+  | 'no-action'
+  | 'context'
+  | 'tool-error'
+  /** The generator or scorer failed for good on this trajectory's request or item (see PartialResultsError). */
+  | 'backend-error';
+
+/** A breach of the round grammar (src/protocol/round.ts names the codes). */
+export interface RoundViolation {
+  code: string;
+  message: string;
+}
+
+export interface ObservationTrace {
+  /** [start, end) of the observation segment ("\n<information>…</information>\n") in the response. */
+  start: number;
+  end: number;
+  /** The `<information>` block as the tool rendered it. */
+  text: string;
+  /** Cut to fit the response budget. */
+  truncated: boolean;
+}
+
+export interface RoundTrace {
+  /** 1-based. */
+  index: number;
+  /** [start, end) of the round's generated tokens in the response. */
+  start: number;
+  end: number;
+  text: string;
+  /** Tokens the model was conditioned on when the round started. */
+  contextTokens: number;
+  finishReason: GenerationFinish;
+  action: 'search' | 'answer' | null;
+  query: string | null;
+  answer: string | null;
+  violations: RoundViolation[];
+  /** Positions (in the response) of this round's `<mem>` and `</mem>` tokens, or null. */
+  memOpen: number | null;
+  memClose: number | null;
+  observation: ObservationTrace | null;
+}
+
+/** One sample of a question's group: what the rollout produced (docs/algorithm.md §1-§2). */
+export interface Trajectory {
+  uid: string;
+  sample: number;
+  question: Question;
+  state: TrajectoryState;
+  doneReason: DoneReason | null;
+  error: string | null;
+  promptIds: number[];
+  responseIds: number[];
+  responseMask: number[];
+  /** Log-prob of each response token under the sampling policy (0 on observation tokens). */
+  oldLogp: number[];
+  hasLogprobs: boolean;
+  rounds: RoundTrace[];
+}
+
+/** The two contexts of round r ≥ 2 whose answer probabilities give its memory reward (docs/algorithm.md §2). */
+export interface Snapshot {
+  trajectory: Trajectory;
+  /** Index into the batch's trajectory list. */
+  row: number;
+  /** 1-based round. */
+  round: number;
+  /** Prompt + all previous response tokens (a prefix of the trajectory). */
+  fullContext: number[];
+  /** promptIds + the round's tokens up to and including `</mem>`. */
+  memContext: number[];
+  /** The mem span in the response, [start, end), per `memory.memSpan`. */
+  span: [number, number];
+  targetIds: number[];
+  ansMask: Uint8Array;
+}
+
+/** docs/algorithm.md §4: the memory reward of one round and the two probabilities it is made of. */
+export interface RoundRewards {
+  memReward: number;
+  pFull: number;
+  pMem: number;
+}
+
+/** A trajectory with its outcome reward, memory rewards and advantages (before the batch record). */
+export interface ScoredTrajectory {
+  trajectory: Trajectory;
+  text: string;
+  score: number | null;
+  formatValid: boolean;
+  formatReason: string | null;
+  /** Per round (index r-1): the memory reward, or null. */
+  roundRewards: Array<RoundRewards | null>;
+  /** Per response token. Zero for excluded trajectories. */
+  outcomeAdvantage: Float32Array;
+  memoryAdvantage: Float32Array;
+  advantages: Float32Array;
+  excluded: boolean;
+}
+
+export interface BatchRound {
+  /** 1-based. */
+  index: number;
+  /** [start, end) of the round's generated tokens in the response. */
+  start: number;
+  end: number;
+  /** [start, end) of the round's mem span (per `memory.memSpan`), or null when not closed. */
+  memSpan: [number, number] | null;
+  memReward: number | null;
+  pFull: number | null;
+  pMem: number | null;
+  action: 'search' | 'answer' | null;
+  query: string | null;
+  answer: string | null;
+  violations: RoundViolation[];
+  finishReason: string;
+  contextTokens: number;
+  /** [start, end) of the observation segment that followed, or null. */
+  observation: { start: number; end: number; truncated: boolean } | null;
+}
+
+/** One trajectory as the trainer reads it: a batch.jsonl line (docs/algorithm.md §8). */
+export interface BatchRecord {
+  uid: string;
+  sample: number;
+  question: string;
+  golds: string[];
+  hops: number | null;
+  objectives: number | null;
+  promptIds: number[];
+  responseIds: number[];
+  responseMask: number[];
+  /** Sampling log-prob per response token (0 on observations); null when the generator gave none. */
+  oldLogp: number[] | null;
+  rounds: BatchRound[];
+  /** Outcome reward (docs/algorithm.md §3); null when the trajectory was excluded. */
+  score: number | null;
+  formatValid: boolean;
+  formatReason: string | null;
+  outcomeAdvantage: number[];
+  memoryAdvantage: number[];
+  /** outcome + alpha · memory on response tokens (docs/algorithm.md §5). */
+  advantages: number[];
+  text: string;
+  doneReason: DoneReason | null;
+  /** A tool failure, or a failed request / scoring item on the inference server ('backend-error'), naming the server and the item: the trajectory is excluded from advantages. */
+  error: string | null;
+  excluded: boolean;
+}

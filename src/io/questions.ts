@@ -2,6 +2,9 @@
 import { z } from 'zod';
 import { MempoPipelineError } from '../errors';
 import { readJsonlLines } from './jsonl';
+import type { Question } from '../contracts';
+
+export type { Question };
 
 export const questionSchema = z.object({
   id: z.preprocess((v) => (typeof v === 'number' && Number.isInteger(v) ? String(v) : v), z.string().min(1)),
@@ -12,7 +15,10 @@ export const questionSchema = z.object({
   kind: z.string().optional(),
 });
 
-export type Question = z.output<typeof questionSchema>;
+/** Fails to compile when the schema's output and the contract's `Question` drift apart. */
+type Same<A, B> = (<T>() => T extends A ? 1 : 2) extends (<T>() => T extends B ? 1 : 2) ? true : false;
+type Assert<T extends true> = T;
+export type QuestionSchemaMatchesContract = Assert<Same<z.output<typeof questionSchema>, Question>>;
 export type QuestionInput = z.input<typeof questionSchema>;
 
 /** Validates in-memory questions (the `where` names them in errors). */

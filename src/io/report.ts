@@ -5,7 +5,7 @@
  * one summary chart (memory reward against outcome, inline SVG).
  */
 import { maxOf } from '../util';
-import type { BatchRecord } from '../pipeline/batch';
+import type { BatchRecord } from '../contracts';
 import type { RunSummary } from '../pipeline/summary';
 
 export interface ReportOptions {

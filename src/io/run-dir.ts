@@ -6,7 +6,7 @@
 import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, writeFileSync, writeSync } from 'node:fs';
 import { dirname, basename, join } from 'node:path';
 import { MempoPipelineError } from '../errors';
-import type { BatchRecord } from '../pipeline/batch';
+import type { BatchRecord } from '../contracts';
 
 /** Writes `data` to `file` through a temp file in the same directory and a rename. */
 export function writeFileAtomic(file: string, data: string): void {

@@ -1,60 +1,12 @@
 /**
- * What a trainer gets (SPEC §8): one `BatchRecord` per trajectory (the batch.jsonl line) and
- * the same batch as padded B × T typed arrays for a tensor trainer.
+ * What a trainer gets (docs/algorithm.md §8): one `BatchRecord` per trajectory (the batch.jsonl
+ * line) and the same batch as padded B × T typed arrays for a tensor trainer.
  */
 import { maxOf } from '../util';
-import type { Violation } from '../protocol/round';
-import type { DoneReason } from './rollout';
-import type { ScoredTrajectory } from './score';
+import type { BatchRecord, ScoredTrajectory } from '../contracts';
+import { memSpan } from './snapshots';
 
-export interface BatchRound {
-  /** 1-based. */
-  index: number;
-  /** [start, end) of the round's generated tokens in the response. */
-  start: number;
-  end: number;
-  /** [start, end) of the round's mem span (per `memory.memSpan`), or null when not closed. */
-  memSpan: [number, number] | null;
-  memReward: number | null;
-  pFull: number | null;
-  pMem: number | null;
-  action: 'search' | 'answer' | null;
-  query: string | null;
-  answer: string | null;
-  violations: Violation[];
-  finishReason: string;
-  contextTokens: number;
-  /** [start, end) of the observation segment that followed, or null. */
-  observation: { start: number; end: number; truncated: boolean } | null;
-}
-
-export interface BatchRecord {
-  uid: string;
-  sample: number;
-  question: string;
-  golds: string[];
-  hops: number | null;
-  objectives: number | null;
-  promptIds: number[];
-  responseIds: number[];
-  responseMask: number[];
-  /** Sampling log-prob per response token (0 on observations); null when the generator gave none. */
-  oldLogp: number[] | null;
-  rounds: BatchRound[];
-  /** Outcome reward (SPEC §3); null when the trajectory was excluded. */
-  score: number | null;
-  formatValid: boolean;
-  formatReason: string | null;
-  outcomeAdvantage: number[];
-  memoryAdvantage: number[];
-  /** outcome + alpha · memory on response tokens (SPEC §5). */
-  advantages: number[];
-  text: string;
-  doneReason: DoneReason | null;
-  /** A tool failure, or a failed request / scoring item on the inference server ('backend-error'), naming the server and the item: the trajectory is excluded from advantages. */
-  error: string | null;
-  excluded: boolean;
-}
+export type { BatchRecord, BatchRound } from '../contracts';
 
 export function toBatchRecord(s: ScoredTrajectory, memSpanMode: 'inclusive' | 'content'): BatchRecord {
   const t = s.trajectory;
@@ -72,15 +24,11 @@ export function toBatchRecord(s: ScoredTrajectory, memSpanMode: 'inclusive' | 'c
     oldLogp: t.hasLogprobs ? t.oldLogp : null,
     rounds: t.rounds.map((r, i) => {
       const rr = s.roundRewards[i] ?? null;
-      let memSpan: [number, number] | null = null;
-      if (r.memOpen !== null && r.memClose !== null) {
-        memSpan = memSpanMode === 'inclusive' ? [r.memOpen, r.memClose + 1] : [r.memOpen + 1, r.memClose];
-      }
       return {
         index: r.index,
         start: r.start,
         end: r.end,
-        memSpan,
+        memSpan: memSpan(r, memSpanMode),
         memReward: rr?.memReward ?? null,
         pFull: rr?.pFull ?? null,
         pMem: rr?.pMem ?? null,
@@ -131,7 +79,7 @@ export interface TensorBatch {
   excluded: Uint8Array;
 }
 
-/** SPEC §8: the batch as padded typed arrays (B × P prompts left-padded, B × T responses right-padded). */
+/** docs/algorithm.md §8: the batch as padded typed arrays (B × P prompts left-padded, B × T responses right-padded). */
 export function toTensorBatch(records: readonly BatchRecord[], padTokenId = 0): TensorBatch {
   const B = records.length;
   const P = maxOf(0, records.map((r) => r.promptIds.length));

@@ -1,10 +1,12 @@
 /**
- * The MemPO pipeline (SPEC §1-§8) as a library: questions → groups of multi-turn search
- * trajectories → outcome rewards, memory rewards, advantages → `BatchRecord`s for a trainer.
- * Questions are processed in fixed batches of `rollout.questionsPerBatch` (every group of a
- * batch in flight together, one scorer call per batch), so a batch depends only on the
- * options, its questions and the seed: the same seed reproduces the same batch, and a resumed
- * run regenerates an interrupted batch exactly.
+ * The MemPO pipeline (docs/algorithm.md §1-§8) as a library, wiring one module per step:
+ * questions → rollout (rollout.ts: groups of multi-turn search trajectories) → outcome reward
+ * (outcome-reward.ts) → snapshots (snapshots.ts) → snapshot scoring (snapshot-scoring.ts) →
+ * memory reward (memory-reward.ts) → advantages (advantages.ts) → `BatchRecord`s for a trainer
+ * (batch.ts). Questions are processed in fixed batches of `rollout.questionsPerBatch` (every
+ * group of a batch in flight together, one scorer call per batch), so a batch depends only on
+ * the options, its questions and the seed: the same seed reproduces the same batch, and a
+ * resumed run regenerates an interrupted batch exactly.
  *
  * A generation request or scoring item that fails for good on an inference server (the
  * generator / scorer throws `PartialResultsError`) fails only its trajectory ('backend-error',
@@ -12,14 +14,17 @@
  * (`ERR_BACKEND`) before its records are delivered: the servers are down or misconfigured, and a
  * resumed run redoes that batch.
  */
-import { runAgentLoop, type AgentLoopStats } from './rollout';
-import { toBatchRecord, type BatchRecord } from './batch';
-import type { Generator, TargetScorer } from '../contracts';
+import { runAgentLoop, type AgentLoopHooks, type AgentLoopStats } from './rollout';
+import { toBatchRecord } from './batch';
+import { outcomeReward } from './outcome-reward';
+import { buildSnapshots } from './snapshots';
+import { scoreSnapshots } from './snapshot-scoring';
+import { snapshotMemoryRewards } from './memory-reward';
+import { computeAdvantages } from './advantages';
+import type { BatchRecord, Generator, Question, Retriever, ScoredTrajectory, Snapshot, TargetScorer, TextCodec, Trajectory } from '../contracts';
 import { resolveOptions, type PipelineOptions, type PipelineOptionsInput } from '../options';
-import { checkQuestions, type Question } from '../io/questions';
-import { scoreBatch } from './score';
+import { checkQuestions } from '../io/questions';
 import { MempoPipelineError } from '../errors';
-import type { Retriever } from '../contracts';
 
 export interface ProgressSink {
   /** Called once before work starts. */
@@ -69,6 +74,63 @@ export interface PipelineResult {
   options: PipelineOptions;
 }
 
+/** What scoring one batch did and how long it took. */
+export interface BatchScoringStats {
+  snapshots: number;
+  scoredItems: number;
+  scorerCalls: number;
+  /** Trajectories excluded because one of their scoring items failed on the scorer. */
+  backendErrors: number;
+  scoreMs: number;
+  advantageMs: number;
+}
+
+/** A trajectory with a failed scoring item is recorded as failed (that item's error) and excluded. */
+function failTrajectories(failedRows: ReadonlyMap<number, string>, trajectories: readonly Trajectory[], scored: ScoredTrajectory[]): void {
+  for (const [row, error] of failedRows) {
+    const t = trajectories[row]!;
+    t.state = 'error';
+    t.doneReason = 'backend-error';
+    t.error = error;
+    scored[row]!.excluded = true;
+    scored[row]!.score = null;
+  }
+}
+
+/**
+ * Scores one batch (trajectories of whole groups): outcome rewards, memory rewards (one scorer
+ * call for all 2M items of the snapshots) and advantages.
+ */
+export async function scoreBatch(
+  trajectories: readonly Trajectory[],
+  codec: TextCodec,
+  scorer: TargetScorer | null,
+  options: PipelineOptions,
+): Promise<{ scored: ScoredTrajectory[]; snapshots: Snapshot[]; stats: BatchScoringStats }> {
+  const stats: BatchScoringStats = { snapshots: 0, scoredItems: 0, scorerCalls: 0, backendErrors: 0, scoreMs: 0, advantageMs: 0 };
+  const scored = trajectories.map((t) => outcomeReward(t, codec, options));
+  let snapshots = options.memory.enabled && scorer !== null ? buildSnapshots(trajectories, codec, options) : [];
+  stats.snapshots = snapshots.length;
+  if (snapshots.length > 0) {
+    const t0 = performance.now();
+    const res = await scoreSnapshots(snapshots, scorer!);
+    stats.scorerCalls = 1;
+    stats.scoredItems = res.items;
+    failTrajectories(res.failedRows, trajectories, scored);
+    stats.backendErrors = res.failedRows.size;
+    snapshots = res.kept;
+    snapshotMemoryRewards(snapshots, res.full, res.memory, options.memory).forEach((rr, i) => {
+      const s = snapshots[i]!;
+      scored[s.row]!.roundRewards[s.round - 1] = rr;
+    });
+    stats.scoreMs = performance.now() - t0;
+  }
+  const t1 = performance.now();
+  computeAdvantages(scored, snapshots, options.advantage);
+  stats.advantageMs = performance.now() - t1;
+  return { scored, snapshots, stats };
+}
+
 /** Splits the question list into the pipeline's fixed batches. */
 export function questionBatches<T>(questions: readonly T[], perBatch: number): T[][] {
   const out: T[][] = [];
@@ -76,15 +138,84 @@ export function questionBatches<T>(questions: readonly T[], perBatch: number): T
   return out;
 }
 
+/** Progress hooks of one batch's loop: only questions not skipped (resume) are reported. */
+function progressHooks(qs: readonly Question[], fresh: ReadonlySet<string>, n: number, progress: ProgressSink | undefined): AgentLoopHooks {
+  const left = new Map(qs.map((q) => [q.id, n]));
+  return {
+    onRound: (t) => { if (fresh.has(t.uid)) progress?.onRound?.(); },
+    onDone: (t) => {
+      if (!fresh.has(t.uid)) return;
+      progress?.onTrajectoryDone?.();
+      const k = left.get(t.uid)! - 1;
+      left.set(t.uid, k);
+      if (k === 0) progress?.onQuestionDone?.(t.uid);
+    },
+  };
+}
+
+function addLoopStats(stats: PipelineStats, ls: AgentLoopStats): void {
+  for (const k of ['steps', 'rounds', 'generatedTokens', 'observationTokens', 'searches', 'toolErrors', 'backendErrors'] as const) stats[k] += ls[k];
+  stats.times.generateMs += ls.generateMs;
+  stats.times.toolMs += ls.toolMs;
+}
+
+function addScoringStats(stats: PipelineStats, ss: BatchScoringStats): void {
+  stats.snapshots += ss.snapshots;
+  stats.scoredItems += ss.scoredItems;
+  stats.scorerCalls += ss.scorerCalls;
+  stats.backendErrors += ss.backendErrors;
+  stats.times.scoreMs += ss.scoreMs;
+  stats.times.advantageMs += ss.advantageMs;
+}
+
+/** Stops the run when every trajectory of batch b failed on the inference server. */
+function checkBackendAlive(trajectories: readonly Trajectory[], b: number, batches: number): void {
+  if (trajectories.length === 0 || !trajectories.every((t) => t.doneReason === 'backend-error')) return;
+  throw new MempoPipelineError(
+    'ERR_BACKEND',
+    `batch ${b + 1} of ${batches}: all ${trajectories.length} trajectories failed on the inference server, so the run stops ` +
+      `(${b === 0 ? 'no batch was finished' : 'the batches before it were delivered'}; a resumed run redoes this one); first error: ${trajectories[0]!.error}`,
+  );
+}
+
+/** One batch: rollout, scoring, then its records (of questions not skipped) delivered to `onBatch`. */
+async function runBatch(input: PipelineInput, options: PipelineOptions, batches: readonly Question[][], b: number, stats: PipelineStats): Promise<BatchRecord[]> {
+  const qs = batches[b]!;
+  const skip = input.skipUids ?? new Set<string>();
+  const progress = input.progress;
+  const fresh = new Set(qs.filter((q) => !skip.has(q.id)).map((q) => q.id));
+  const { trajectories, stats: ls } = await runAgentLoop({
+    questions: qs,
+    generator: input.generator,
+    retriever: input.retriever,
+    options,
+    batchIndex: b,
+    hooks: progressHooks(qs, fresh, options.rollout.groupSize, progress),
+  });
+  stats.batches++;
+  addLoopStats(stats, ls);
+
+  progress?.onScoring?.({ batch: b, items: 0, done: false });
+  const { scored, stats: ss } = await scoreBatch(trajectories, input.generator.codec, input.scorer, options);
+  progress?.onScoring?.({ batch: b, items: ss.scoredItems, done: true });
+  addScoringStats(stats, ss);
+
+  checkBackendAlive(trajectories, b, batches.length);
+  const out = scored.filter((s) => fresh.has(s.trajectory.uid)).map((s) => toBatchRecord(s, options.memory.memSpan));
+  const tw = performance.now();
+  if (input.onBatch) await input.onBatch(out, b);
+  stats.times.writeMs += performance.now() - tw;
+  return out;
+}
+
 export async function runPipeline(input: PipelineInput): Promise<PipelineResult> {
   const options = resolveOptions(input.options ?? {});
   const questions = checkQuestions(input.questions as unknown[]);
   const skip = input.skipUids ?? new Set<string>();
-  const progress = input.progress;
   const batches = questionBatches(questions, options.rollout.questionsPerBatch);
   const n = options.rollout.groupSize;
   const skipped = questions.filter((q) => skip.has(q.id)).length;
-  progress?.onPlan?.({ questions: questions.length - skipped, trajectories: (questions.length - skipped) * n, batches: batches.filter((qs) => !qs.every((q) => skip.has(q.id))).length, skippedQuestions: skipped });
+  input.progress?.onPlan?.({ questions: questions.length - skipped, trajectories: (questions.length - skipped) * n, batches: batches.filter((qs) => !qs.every((q) => skip.has(q.id))).length, skippedQuestions: skipped });
 
   const stats: PipelineStats = {
     steps: 0, rounds: 0, generatedTokens: 0, observationTokens: 0, searches: 0, toolErrors: 0, backendErrors: 0,
@@ -94,57 +225,11 @@ export async function runPipeline(input: PipelineInput): Promise<PipelineResult>
   const t0 = performance.now();
   const records: BatchRecord[] = [];
   for (let b = 0; b < batches.length; b++) {
-    const qs = batches[b]!;
-    if (qs.every((q) => skip.has(q.id))) {
+    if (batches[b]!.every((q) => skip.has(q.id))) {
       stats.skippedBatches++;
       continue;
     }
-    const fresh = new Set(qs.filter((q) => !skip.has(q.id)).map((q) => q.id));
-    const left = new Map(qs.map((q) => [q.id, n]));
-    const { trajectories, stats: ls } = await runAgentLoop({
-      questions: qs,
-      generator: input.generator,
-      retriever: input.retriever,
-      options,
-      batchIndex: b,
-      hooks: {
-        onRound: (t) => { if (fresh.has(t.uid)) progress?.onRound?.(); },
-        onDone: (t) => {
-          if (!fresh.has(t.uid)) return;
-          progress?.onTrajectoryDone?.();
-          const k = left.get(t.uid)! - 1;
-          left.set(t.uid, k);
-          if (k === 0) progress?.onQuestionDone?.(t.uid);
-        },
-      },
-    });
-    stats.batches++;
-    for (const k of ['steps', 'rounds', 'generatedTokens', 'observationTokens', 'searches', 'toolErrors', 'backendErrors'] as const) stats[k] += ls[k];
-    stats.times.generateMs += ls.generateMs;
-    stats.times.toolMs += ls.toolMs;
-
-    progress?.onScoring?.({ batch: b, items: 0, done: false });
-    const { scored, stats: ss } = await scoreBatch(trajectories, input.generator.codec, input.scorer, options);
-    progress?.onScoring?.({ batch: b, items: ss.scoredItems, done: true });
-    stats.snapshots += ss.snapshots;
-    stats.scoredItems += ss.scoredItems;
-    stats.scorerCalls += ss.scorerCalls;
-    stats.backendErrors += ss.backendErrors;
-    stats.times.scoreMs += ss.scoreMs;
-    stats.times.advantageMs += ss.advantageMs;
-
-    if (trajectories.length > 0 && trajectories.every((t) => t.doneReason === 'backend-error')) {
-      throw new MempoPipelineError(
-        'ERR_BACKEND',
-        `batch ${b + 1} of ${batches.length}: all ${trajectories.length} trajectories failed on the inference server, so the run stops ` +
-          `(${b === 0 ? 'no batch was finished' : 'the batches before it were delivered'}; a resumed run redoes this one); first error: ${trajectories[0]!.error}`,
-      );
-    }
-    const out = scored.filter((s) => fresh.has(s.trajectory.uid)).map((s) => toBatchRecord(s, options.memory.memSpan));
-    const tw = performance.now();
-    if (input.onBatch) await input.onBatch(out, b);
-    stats.times.writeMs += performance.now() - tw;
-    for (const r of out) records.push(r);
+    for (const r of await runBatch(input, options, batches, b, stats)) records.push(r);
   }
   stats.times.totalMs = performance.now() - t0;
   return { records, stats, options };

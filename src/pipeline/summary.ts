@@ -3,7 +3,7 @@ import { maxOf } from '../util';
 import { emCheck, extractSolution } from '../kernels/outcome-reward';
 import type { BatchRecord } from './batch';
 import type { PipelineStats } from './pipeline';
-import { scoringText } from './score';
+import { scoringText } from './outcome-reward';
 
 function meanStd(xs: readonly number[]): { mean: number | null; std: number | null; count: number } {
   const n = xs.length;
@@ -107,7 +107,7 @@ export interface EvalReport {
   questions: number;
   trajectories: number;
   em: number;
-  /** Format-gated score (SPEC §3 computeScore). */
+  /** Format-gated score (docs/algorithm.md §3 computeScore). */
   score: number;
   byHops: Record<string, EvalBucket>;
   byObjectives: Record<string, EvalBucket>;

@@ -2,7 +2,7 @@
 import { resolve } from 'node:path';
 import { renderRound } from '../../src/protocol/round';
 import type { ScoringItem, TargetScorer } from '../../src/contracts';
-import type { Question } from '../../src/io/questions';
+import type { Question } from '../../src/contracts';
 import type { RetrievedDoc, Retriever } from '../../src/contracts';
 import { Tokenizer } from '../../src/engines/local/tokenizer';
 

@@ -1,7 +1,8 @@
 /**
  * End to end on the embedded model (models/mempo-tiny): 2 questions × 4 samples through the
  * whole pipeline, with every advantage recomputed here, independently, from the written fields;
- * memory rewards through the real scorer; the same seed reproduces the same batch.
+ * memory rewards through the real scorer, against contexts rebuilt from the decoded text; the
+ * same seed reproduces the same batch.
  */
 import { CausalLM } from '../../src/engines/local/causal-lm';
 import { LocalModel } from '../../src/engines/local/local-model';
@@ -10,6 +11,9 @@ import { runPipeline } from '../../src/pipeline/pipeline';
 import { readQuestions } from '../../src/io/questions';
 import { ScriptedGenerator } from '../../src/engines/scripted';
 import { Bm25Retriever } from '../../src/retrieval/bm25';
+import { MEM_CLOSE, MEM_OPEN } from '../../src/protocol/tags';
+import { renderPrompt } from '../../src/protocol/chat';
+import type { TextCodec } from '../../src/contracts';
 import { FakeRetriever, MODEL_DIR, CORPUS, answer, normalise, search } from './helpers';
 import { resolve } from 'node:path';
 
@@ -27,7 +31,22 @@ afterAll(async () => {
   await model.dispose();
 });
 
-/** SPEC §5 recomputed from a batch's written fields only. */
+/**
+ * The token index at which each character offset of `decode(ids)` starts, from the decoded
+ * prefixes alone: `at(c)` is k when decode(ids[0..k)) has exactly c characters, and throws
+ * when c falls inside a token.
+ */
+function tokenAtChar(codec: TextCodec, ids: readonly number[]): (c: number) => number {
+  const ends = new Map<number, number>();
+  for (let k = ids.length; k >= 0; k--) ends.set(codec.decode(ids.slice(0, k)).length, k);
+  return (c) => {
+    const k = ends.get(c);
+    if (k === undefined) throw new Error(`character ${c} is not at a token boundary`);
+    return k;
+  };
+}
+
+/** docs/algorithm.md §5 recomputed from a batch's written fields only. */
 function checkAdvantages(records: BatchRecord[], alpha = 1): void {
   const kept = records.filter((r) => !r.excluded);
   const uids = [...new Set(kept.map((r) => r.uid))];
@@ -92,8 +111,21 @@ describe('pipeline on the embedded model', () => {
     const nGold = tok.encode(gold).length;
     for (const r of res.records) {
       const rd = r.rounds[1]!;
-      const full = [...r.promptIds, ...r.responseIds.slice(0, rd.start)];
-      const memCtx = [...r.promptIds, ...r.responseIds.slice(rd.start, rd.memSpan![1])];
+      // docs/algorithm.md §2 contexts rebuilt from the decoded text, not from the record's spans:
+      // round 2 is the last round, after the last observation, and opens with its <mem>.
+      expect(r.promptIds).toEqual(tok.encode(renderPrompt(q.question)));
+      const text = tok.decode(r.responseIds);
+      const open = text.indexOf(MEM_OPEN, text.lastIndexOf('</information>'));
+      const closeAt = text.indexOf(MEM_CLOSE, open);
+      expect(open).toBeGreaterThan(0);
+      expect(closeAt).toBeGreaterThan(open);
+      const close = closeAt + MEM_CLOSE.length;
+      const at = tokenAtChar(tok, r.responseIds);
+      const full = [...r.promptIds, ...r.responseIds.slice(0, at(open))];
+      const memCtx = [...r.promptIds, ...r.responseIds.slice(at(open), at(close))];
+      expect(tok.decode(memCtx.slice(r.promptIds.length))).toBe(text.slice(open, close));
+      expect(memCtx[memCtx.length - 1]).toBe(tok.tokenId(MEM_CLOSE));
+      expect([rd.start, ...rd.memSpan!]).toEqual([at(open), at(open), at(close)]);
       const p = async (ctx: number[]) => {
         const [lp] = await model.scoreTargets([{ contextIds: ctx, targetIds: target }]);
         const ans = Array.from(lp!.subarray(nPre, nPre + nGold));

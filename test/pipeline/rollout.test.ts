@@ -15,7 +15,8 @@ import { summarize } from '../../src/pipeline/summary';
 import { resolveOptions } from '../../src/options';
 import { runPipeline } from '../../src/pipeline/pipeline';
 import { readQuestions } from '../../src/io/questions';
-import { buildSnapshots, scoreBatch } from '../../src/pipeline/score';
+import { scoreBatch } from '../../src/pipeline/pipeline';
+import { buildSnapshots } from '../../src/pipeline/snapshots';
 import { ScriptedGenerator } from '../../src/engines/scripted';
 import { renderSearchObservation } from '../../src/retrieval/observation';
 import { FakeRetriever, FakeScorer, Q1, Q2, answer, normalise, search, tokenizer } from './helpers';
@@ -256,7 +257,7 @@ describe('scoring and advantages', () => {
     const tok = await tokenizer();
     const gen = new ScriptedGenerator(tok, (tag) => (tag.round === 1 ? search('none', 'q') : answer(`fact ${tag.sample}`, 'Thersekle')));
     // Memory items of sample k score -0.1·(k+1): rewards differ per sample.
-    const scorer = new FakeScorer((it, i, n) => (i < n / 2 ? -0.5 : -0.1 * (1 + (i - n / 2))));
+    const scorer = new FakeScorer((_it, i, n) => (i < n / 2 ? -0.5 : -0.1 * (1 + (i - n / 2))));
     const options = resolveOptions({ rollout: { groupSize: 3 }, advantage: { alpha: 0.5 } });
     const res = await runPipeline({ questions: [Q1, Q2], generator: gen, scorer, retriever: new FakeRetriever(), options });
     expect(scorer.calls).toHaveLength(1);

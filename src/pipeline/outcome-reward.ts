@@ -1,0 +1,38 @@
+/**
+ * Outcome reward of each trajectory (docs/algorithm.md §3): the format-gated score of its
+ * decoded response. Trajectories that failed (tool or inference server) get none and are
+ * excluded from advantages.
+ */
+import { EOS_TOKEN, IM_END, IM_START } from '../protocol/tags';
+import { computeScore, validateFormat } from '../kernels/outcome-reward';
+import type { ScoredTrajectory, TextCodec, Trajectory } from '../contracts';
+import type { PipelineOptions } from '../options';
+
+const SPECIAL_TEXT_RE = new RegExp([EOS_TOKEN, IM_END, IM_START].map((s) => s.replace(/[|]/g, '\\|')).join('|'), 'g');
+
+/** The response text the outcome reward reads: the decoded response without eos / chat markers. */
+export function scoringText(text: string): string {
+  return text.replace(SPECIAL_TEXT_RE, '');
+}
+
+/** The trajectory with its outcome reward and format check; memory rewards and advantages still empty. */
+export function outcomeReward(t: Trajectory, codec: TextCodec, options: PipelineOptions): ScoredTrajectory {
+  const text = codec.decode(t.responseIds);
+  const clean = scoringText(text);
+  const fmt = validateFormat(clean, { requireAnswer: options.reward.requireAnswer });
+  const excluded = t.state === 'error';
+  const score = excluded ? null : computeScore(clean, t.question.golds, options.reward);
+  const n = t.responseIds.length;
+  return {
+    trajectory: t,
+    text,
+    score,
+    formatValid: fmt.valid,
+    formatReason: fmt.valid ? null : fmt.reason,
+    roundRewards: t.rounds.map(() => null),
+    outcomeAdvantage: new Float32Array(n),
+    memoryAdvantage: new Float32Array(n),
+    advantages: new Float32Array(n),
+    excluded,
+  };
+}

@@ -1,0 +1,114 @@
+/**
+ * One round of a trajectory (docs/algorithm.md §1-§2): the context it is generated from, its
+ * generated tokens recorded as a `RoundTrace` with the state they lead to, and the tool
+ * observation appended after a search.
+ */
+import { EOS_TOKEN_ID, IM_END_ID } from '../protocol/embedded-ids';
+import { renderChat } from '../protocol/chat';
+import { observationSegment } from '../protocol/stream';
+import { parseRoundOutput } from '../protocol/round';
+import type { GenerationFinish, GenerationOutput, RoundTrace, TextCodec } from '../contracts';
+import type { PipelineOptions } from '../options';
+import { handleDoneState, type AgentLoopHooks, type ProtocolIds, type RolloutTrajectory } from './trajectory';
+
+const END_IDS: ReadonlySet<number> = new Set([EOS_TOKEN_ID, IM_END_ID]);
+
+/** The ids the model is conditioned on at the start of the trajectory's next round (docs/algorithm.md §7). */
+export function roundContext(t: RolloutTrajectory, codec: TextCodec, options: PipelineOptions): number[] {
+  if (options.rollout.context === 'full' || t.rounds.length === 0) return [...t.promptIds, ...t.responseIds];
+  return codec.encode(renderChat(t.memory.preparePrompt(), true));
+}
+
+/** Appends generated ids (response_mask 1) with their sampling log-probs. */
+function appendGenerated(t: RolloutTrajectory, out: GenerationOutput): void {
+  const toks = out.tokenIds;
+  for (let i = 0; i < toks.length; i++) {
+    t.responseIds.push(toks[i]!);
+    t.responseMask.push(1);
+    const lp = out.logprobs === null ? undefined : out.logprobs[i];
+    if (lp === undefined) t.hasLogprobs = false;
+    t.oldLogp.push(lp ?? 0);
+  }
+}
+
+/** Response positions of the round's first `<mem>` and the `</mem>` after it, or nulls. */
+function memTags(toks: readonly number[], start: number, ids: ProtocolIds): { memOpen: number | null; memClose: number | null } {
+  const a = toks.indexOf(ids.memOpen);
+  const b = a >= 0 ? toks.indexOf(ids.memClose, a + 1) : -1;
+  return b >= 0 ? { memOpen: start + a, memClose: start + b } : { memOpen: null, memClose: null };
+}
+
+/** The state a round leads to: TOOL_CALLING after a search within the turn limit, else DONE with its reason. */
+function nextState(t: RolloutTrajectory, round: RoundTrace, finishReason: GenerationFinish, options: PipelineOptions, hooks?: AgentLoopHooks): void {
+  const r = options.rollout;
+  if (round.action === 'answer') handleDoneState(t, 'answer', hooks);
+  else if (round.action === 'search') {
+    if (t.rounds.length >= r.maxTurns) handleDoneState(t, 'max-turns', hooks);
+    else {
+      t.state = 'tool-calling';
+      t.pendingQuery = round.query ?? '';
+    }
+  } else if (finishReason === 'eos') handleDoneState(t, 'eos', hooks);
+  else if (finishReason === 'context') handleDoneState(t, 'context', hooks);
+  else if (t.responseIds.length >= r.maxResponseTokens) handleDoneState(t, 'response-budget', hooks);
+  else if (finishReason === 'stop') handleDoneState(t, 'no-action', hooks);
+  else handleDoneState(t, 'round-length', hooks);
+}
+
+/** Applies one generation result to a trajectory: records the round and picks the next state. */
+export function applyGeneration(
+  t: RolloutTrajectory,
+  out: GenerationOutput,
+  contextTokens: number,
+  codec: TextCodec,
+  ids: ProtocolIds,
+  options: PipelineOptions,
+  hooks?: AgentLoopHooks,
+): RoundTrace {
+  const start = t.responseIds.length;
+  const toks = out.tokenIds;
+  appendGenerated(t, out);
+  // The terminating eos / <|im_end|> is part of the response but not of the round's text.
+  const last = toks[toks.length - 1];
+  const text = codec.decode(last !== undefined && END_IDS.has(last) ? toks.slice(0, -1) : toks);
+  const parsed = parseRoundOutput(text);
+  const round: RoundTrace = {
+    index: t.rounds.length + 1,
+    start,
+    end: t.responseIds.length,
+    text,
+    contextTokens,
+    finishReason: out.finishReason,
+    action: parsed.action,
+    query: parsed.search,
+    answer: parsed.answer,
+    violations: parsed.violations,
+    ...memTags(toks, start, ids),
+    observation: null,
+  };
+  t.rounds.push(round);
+  t.memory.addGeneration(text);
+  hooks?.onRound?.(t, round);
+  nextState(t, round, out.finishReason, options, hooks);
+  return round;
+}
+
+/** Appends a tool observation ("\n" + obs + "\n", response_mask 0), cut to the response budget. */
+export function applyObservation(t: RolloutTrajectory, observation: string, codec: TextCodec, options: PipelineOptions, hooks?: AgentLoopHooks): void {
+  const round = t.rounds[t.rounds.length - 1]!;
+  t.memory.addSearchResults(observation);
+  let seg = codec.encode(observationSegment(observation));
+  const room = options.rollout.maxResponseTokens - t.responseIds.length;
+  const truncated = seg.length > room;
+  if (truncated) seg = seg.slice(0, Math.max(0, room));
+  const start = t.responseIds.length;
+  for (const id of seg) {
+    t.responseIds.push(id);
+    t.responseMask.push(0);
+    t.oldLogp.push(0);
+  }
+  round.observation = { start, end: t.responseIds.length, text: observation, truncated };
+  t.pendingQuery = null;
+  if (t.responseIds.length >= options.rollout.maxResponseTokens) handleDoneState(t, 'response-budget', hooks);
+  else t.state = 'generating';
+}
