@@ -11,8 +11,8 @@
  */
 import * as fs from 'fs';
 import * as path from 'path';
+import { SeededRandom } from '../../src/rng';
 import { Question } from './questions';
-import { Rng } from './rng';
 import { cachedEncoder, loadTokenizer, trajectorySamples, trajectoryStream } from './samples';
 import {
   DEFAULT_SEED, MAX_POSITIONS, World, buildWorld, oracleTrajectories, tokenizerFiles, worldFiles,
@@ -68,7 +68,7 @@ async function writeSamples(
      qs = qs.filter((q) => q.chains.every((c) => c.every((h) => !held.has(w.kb.byId.get(h.subject)!.name)
        && !(w.kb.byId.has(h.object) && held.has(w.kb.byId.get(h.object)!.name)))));
    }
-   if (perWorld > 0) qs = new Rng(seed + 31 * k).shuffle(qs.slice()).slice(0, perWorld);
+   if (perWorld > 0) qs = new SeededRandom(seed + 31 * k).shuffle(qs.slice()).slice(0, perWorld);
    const byId = new Map(qs.map((q) => [q.id, q]));
    for (let d = 0; d < draws; d++) {
     const ts = oracleTrajectories(w, qs, seed + 100 + d + 7 * k, flawRate);

@@ -8,10 +8,10 @@
 import {
   EMPTY_MEMORY, MULTI_ANSWER_SEPARATOR, ObservationDoc, RoundAction, renderObservation, renderRound,
 } from '../../src/protocol/tags';
+import { SeededRandom } from '../../src/rng';
 import { Bm25 } from './bm25';
 import { CorpusDoc, Entity, KB, factSentence, objectName, relation } from './kb';
 import { Hop, Question } from './questions';
-import { Rng } from './rng';
 
 export type Flaw = 'wrong_entity' | 'vague_query' | 'forget' | 'wrong_answer' | 'premature';
 
@@ -71,7 +71,7 @@ export class Oracle {
     return this.retrieve(query).titles.indexOf(name);
   }
 
-  trajectory(q: Question, rng: Rng, opts: OracleOptions = DEFAULT_ORACLE): OracleTrajectory {
+  trajectory(q: Question, rng: SeededRandom, opts: OracleOptions = DEFAULT_ORACLE): OracleTrajectory {
     const kb = this.kb;
     const steps: Hop[] = q.kind === 'chain' ? (q.chains[0] as Hop[]) : q.chains.map((c) => c[0] as Hop);
     const nSteps = steps.length;
@@ -194,7 +194,7 @@ export class Oracle {
     return { qid: q.id, question: q.question, golds: q.golds, rounds, flaw: flawUsed ? flaw : null, correct };
   }
 
-  private corruptAnswer(q: Question, steps: Hop[], ans: string[], rng: Rng): string[] {
+  private corruptAnswer(q: Question, steps: Hop[], ans: string[], rng: SeededRandom): string[] {
     const kb = this.kb;
     if (q.kind === 'chain') {
       const last = steps[steps.length - 1] as Hop;
