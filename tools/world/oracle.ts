@@ -44,17 +44,8 @@ export interface OracleOptions {
 
 export const DEFAULT_ORACLE: OracleOptions = { flawRate: 0.3 };
 
-function docIndexByTitle(corpus: readonly CorpusDoc[]): Map<string, number> {
-  const m = new Map<string, number>();
-  corpus.forEach((d, i) => m.set(d.title, i));
-  return m;
-}
-
 export class Oracle {
-  private titleIndex: Map<string, number>;
-  constructor(readonly kb: KB, readonly corpus: readonly CorpusDoc[], readonly bm25: Bm25) {
-    this.titleIndex = docIndexByTitle(corpus);
-  }
+  constructor(readonly kb: KB, readonly corpus: readonly CorpusDoc[], readonly bm25: Bm25) {}
 
   retrieve(query: string): { docs: ObservationDoc[]; titles: string[] } {
     const hits = this.bm25.search(query, 3);
