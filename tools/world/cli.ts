@@ -38,7 +38,6 @@ function generate(seed: number, outDir: string, modelDir: string, withTokenizer:
   if (withTokenizer) writeTokenizer(w, modelDir);
 }
 
-/** Tokenised per-round training samples for training/train.py (not committed). */
 /**
  * World k of the training mix: k = 0 is the shipped world; k >= 1 are auxiliary worlds built
  * from other seeds (fresh fictional names, so the model must copy names from its context
@@ -47,6 +46,7 @@ function generate(seed: number, outDir: string, modelDir: string, withTokenizer:
  */
 export const AUX_SEED_STRIDE = 1009;
 
+/** Tokenised per-round training samples for training/train.py (not committed). */
 async function writeSamples(
   seed: number, modelDir: string, out: string, draws: number, split: 'train' | 'dev' | 'test', flawRate: number,
   worlds = 1, perWorld = 0, withFull = true,
@@ -123,7 +123,6 @@ async function writeSamples(
   console.log(JSON.stringify({ trajectories: trajs, flawed, checked, stats }));
 }
 
-/** Pick up to n questions of each kind (hops / objectives), in file order. */
 function main(): void {
   const cmd = process.argv[2] && !process.argv[2].startsWith('--') ? process.argv[2] : 'generate';
   const seed = Number(arg('seed', String(DEFAULT_SEED)));

@@ -1,5 +1,5 @@
 /**
- * Oracle trajectories in the agent protocol (SPEC §1): every round writes `<mem>` (the fact
+ * Oracle trajectories in the agent protocol (docs/algorithm.md §1): every round writes `<mem>` (the fact
  * sentences found so far, copied verbatim from documents), `<think>`, then `<search>` or
  * `<answer>`. A fraction of trajectories carries one deliberate flaw (wrong entity searched,
  * vague query, a forgotten fact, a premature or wrong answer) so that a model trained on them
