@@ -38,15 +38,7 @@ if (errors.length) {
 const info = be.nativeInfo();
 const haveCuda = info.cuda === true;
 
-function rng(seed) {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(s ^ (s >>> 15), s | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const { mulberry32: rng } = require(path.join(root, 'dist', 'rng.js'));
 
 /** Mean ms over `iters` calls after `warmup` calls. */
 function time(fn, iters, warmup = 1) {

@@ -20,15 +20,7 @@ const json = args.includes('--json');
 const quick = args.includes('--quick'); // smaller shapes, for a smoke run
 const log = json ? () => {} : (...a) => console.log(...a);
 
-function rng(seed) {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(s ^ (s >>> 15), s | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const { mulberry32: rng } = require(path.join(root, 'dist', 'rng.js'));
 
 function readBandwidthGBs() {
   const n = 64 * 1024 * 1024; // 256 MiB of floats: far beyond any cache

@@ -34,3 +34,49 @@ export function createRng(seed: number, stream = 0): Rng {
   for (let i = 0; i < 12; i++) next();
   return next;
 }
+
+/**
+ * mulberry32: one 32-bit state, floats in [0, 1). The generator of the world (tools/world), of
+ * test inputs and of the benchmarks' inputs; its sequences are frozen because data/world and
+ * models/mempo-tiny's tokenizer regenerate byte-identically from them.
+ */
+export function mulberry32(seed: number): Rng {
+  let s = seed >>> 0;
+  return () => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** mulberry32 with the draws the world generator makes: integers, picks, chances, shuffles. */
+export class SeededRandom {
+  /** Uniform in [0, 1); the same sequence as `mulberry32(seed)`. */
+  readonly next: Rng;
+  constructor(seed: number) {
+    this.next = mulberry32(seed);
+  }
+  /** Integer in [0, n). */
+  int(n: number): number {
+    return Math.floor(this.next() * n);
+  }
+  pick<T>(xs: readonly T[]): T {
+    if (xs.length === 0) throw new Error('pick from empty array');
+    return xs[this.int(xs.length)] as T;
+  }
+  chance(p: number): boolean {
+    return this.next() < p;
+  }
+  /** Fisher–Yates in place. */
+  shuffle<T>(xs: T[]): T[] {
+    for (let i = xs.length - 1; i > 0; i--) {
+      const j = this.int(i + 1);
+      const t = xs[i] as T;
+      xs[i] = xs[j] as T;
+      xs[j] = t;
+    }
+    return xs;
+  }
+}

@@ -1,14 +1,9 @@
 /** Shared test utilities: a seeded RNG and closeness checks. */
+import { mulberry32 } from '../src/rng';
+
+/** Test inputs: mulberry32 (src/rng.ts), seed 0 read as 1. */
 export function rng(seed: number): () => number {
-  let s = seed >>> 0 || 1;
-  return () => {
-    // mulberry32
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  return mulberry32(seed >>> 0 || 1);
 }
 
 /** Index of the first element where |a-b| > atol + rtol*|b| (NaN must match NaN), or -1. */

@@ -8,7 +8,7 @@ What it does (seeded: world 20260529, training 1234; CPU, 2 threads; 39 minutes 
 by default, under 45 minutes end to end on 2 cores; the step count follows the machine's speed
 unless --steps is given):
   1. builds the TypeScript (`npx tsc -p tsconfig.tools.json`) unless dist-tools/tools/world/cli.js exists
-     (rebuild it yourself after changing src/world),
+     (rebuild it yourself after changing tools/world or the src/ modules it imports),
   2. writes tokenised per-round samples of the world's oracle trajectories with the shipped
      tokenizer (node dist-tools/tools/world/cli.js samples ...) into training/out/,
   3. trains the decoder on the output tokens of those samples (contexts of both policies),
@@ -75,7 +75,7 @@ def copy_samples(n, rng, pairs, fixed=False):
     this teaches the copy on its own, so the agent data is not spent discovering it. `fixed`:
     every sample has the same layout, so position alone finds the run (the warm-up: the copy
     circuit forms in ~100 steps this way, then the variable layout makes it content-based)."""
-    tags = [3, 7, 9]  # <mem>, <search>, <answer> (src/agent/protocol.ts SPECIAL_TOKENS order)
+    tags = [3, 7, 9]  # <mem>, <search>, <answer> (src/protocol/tags.ts SPECIAL_TOKENS order)
     out = []
     for _ in range(n):
         k = 4 if fixed else rng.randint(2, 12)

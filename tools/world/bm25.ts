@@ -1,9 +1,13 @@
 /**
- * A small BM25 (minisearch-flavoured: BM25+ with k1 = 1.2, b = 0.7, delta = 0.5, fields
+ * The world's own BM25 (minisearch-flavoured: BM25+ with k1 = 1.2, b = 0.7, delta = 0.5, fields
  * `title` and `contents` scored separately and summed, terms = lower-cased words split on
- * whitespace and punctuation, OR semantics). Used only to produce oracle observations and
- * check that oracle queries retrieve the right document; the production retriever lives
- * elsewhere.
+ * whitespace and punctuation, OR semantics). It produces the oracle observations, so its
+ * ranking is frozen into data/world/oracle-dev.jsonl and, through the flawed trajectories the
+ * tokenizer is trained on, into models/mempo-tiny/tokenizer.json. It is not the rollouts'
+ * retriever (src/retrieval/bm25.ts, minisearch), which counts field lengths in distinct terms
+ * and multiplies a score by the number of query terms matched: both rank the same document
+ * first for every oracle query, but documents 2-3 differ in about half of them
+ * (test/tools/world-data.test.ts checks the rank-1 agreement).
  */
 import type { CorpusDoc } from './kb';
 

@@ -11,8 +11,7 @@
  */
 import * as fs from 'fs';
 import * as path from 'path';
-import { Question } from './questions';
-import { Rng } from './rng';
+import { SeededRandom } from '../../src/rng';
 import { cachedEncoder, loadTokenizer, trajectorySamples, trajectoryStream } from './samples';
 import {
   DEFAULT_SEED, MAX_POSITIONS, World, buildWorld, oracleTrajectories, tokenizerFiles, worldFiles,
@@ -38,7 +37,6 @@ function generate(seed: number, outDir: string, modelDir: string, withTokenizer:
   if (withTokenizer) writeTokenizer(w, modelDir);
 }
 
-/** Tokenised per-round training samples for training/train.py (not committed). */
 /**
  * World k of the training mix: k = 0 is the shipped world; k >= 1 are auxiliary worlds built
  * from other seeds (fresh fictional names, so the model must copy names from its context
@@ -47,6 +45,7 @@ function generate(seed: number, outDir: string, modelDir: string, withTokenizer:
  */
 export const AUX_SEED_STRIDE = 1009;
 
+/** Tokenised per-round training samples for training/train.py (not committed). */
 async function writeSamples(
   seed: number, modelDir: string, out: string, draws: number, split: 'train' | 'dev' | 'test', flawRate: number,
   worlds = 1, perWorld = 0, withFull = true,
@@ -68,7 +67,7 @@ async function writeSamples(
      qs = qs.filter((q) => q.chains.every((c) => c.every((h) => !held.has(w.kb.byId.get(h.subject)!.name)
        && !(w.kb.byId.has(h.object) && held.has(w.kb.byId.get(h.object)!.name)))));
    }
-   if (perWorld > 0) qs = new Rng(seed + 31 * k).shuffle(qs.slice()).slice(0, perWorld);
+   if (perWorld > 0) qs = new SeededRandom(seed + 31 * k).shuffle(qs.slice()).slice(0, perWorld);
    const byId = new Map(qs.map((q) => [q.id, q]));
    for (let d = 0; d < draws; d++) {
     const ts = oracleTrajectories(w, qs, seed + 100 + d + 7 * k, flawRate);
@@ -123,7 +122,6 @@ async function writeSamples(
   console.log(JSON.stringify({ trajectories: trajs, flawed, checked, stats }));
 }
 
-/** Pick up to n questions of each kind (hops / objectives), in file order. */
 function main(): void {
   const cmd = process.argv[2] && !process.argv[2].startsWith('--') ? process.argv[2] : 'generate';
   const seed = Number(arg('seed', String(DEFAULT_SEED)));

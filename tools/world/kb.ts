@@ -4,7 +4,7 @@
  * from a seed. The world is split into disjoint components (`train`, `dev`, `test`):
  * relations never cross components, so questions of different splits share no entity.
  */
-import { Rng } from './rng';
+import { SeededRandom } from '../../src/rng';
 
 export type EntityType = 'person' | 'org' | 'city' | 'country' | 'work';
 export type Split = 'train' | 'dev' | 'test';
@@ -167,7 +167,7 @@ export const WORK_NOUNS = [
 /** Years of `established` / `released` facts. */
 export const YEAR_RANGE = { first: 1700, last: 2019 } as const;
 
-function syllable(rng: Rng): string {
+function syllable(rng: SeededRandom): string {
   return rng.pick(ONSETS) + rng.pick(VOWELS) + rng.pick(CODAS);
 }
 
@@ -191,7 +191,7 @@ const RESERVED_WORDS = new Set(
  * unseen (test) entities are no harder to copy than training names.
  */
 export const NAME_PIECES: readonly string[] = (() => {
-  const rng = new Rng(NAME_PIECE_SEED);
+  const rng = new SeededRandom(NAME_PIECE_SEED);
   const out: string[] = [];
   const seen = new Set<string>();
   while (out.length < NAME_PIECE_COUNT) {
@@ -244,7 +244,7 @@ export function objectName(kb: KB, relId: string, obj: string): string {
 }
 
 export function buildKB(seed: number, sizes: Record<Split, WorldSizes> = DEFAULT_SIZES): KB {
-  const rng = new Rng(seed);
+  const rng = new SeededRandom(seed);
   const used = new Set<string>();
   const entities: Entity[] = [];
   const byId = new Map<string, Entity>();

@@ -1,5 +1,5 @@
 /**
- * Oracle trajectories in the agent protocol (SPEC §1): every round writes `<mem>` (the fact
+ * Oracle trajectories in the agent protocol (docs/algorithm.md §1): every round writes `<mem>` (the fact
  * sentences found so far, copied verbatim from documents), `<think>`, then `<search>` or
  * `<answer>`. A fraction of trajectories carries one deliberate flaw (wrong entity searched,
  * vague query, a forgotten fact, a premature or wrong answer) so that a model trained on them
@@ -8,10 +8,10 @@
 import { EMPTY_MEMORY, RoundAction, renderRound } from '../../src/protocol/round';
 import { MULTI_ANSWER_SEPARATOR } from '../../src/protocol/answer';
 import { ObservationDoc, renderObservation } from '../../src/retrieval/observation';
+import { SeededRandom } from '../../src/rng';
 import { Bm25 } from './bm25';
 import { CorpusDoc, Entity, KB, factSentence, objectName, relation } from './kb';
 import { Hop, Question } from './questions';
-import { Rng } from './rng';
 
 export type Flaw = 'wrong_entity' | 'vague_query' | 'forget' | 'wrong_answer' | 'premature';
 
@@ -44,17 +44,8 @@ export interface OracleOptions {
 
 export const DEFAULT_ORACLE: OracleOptions = { flawRate: 0.3 };
 
-function docIndexByTitle(corpus: readonly CorpusDoc[]): Map<string, number> {
-  const m = new Map<string, number>();
-  corpus.forEach((d, i) => m.set(d.title, i));
-  return m;
-}
-
 export class Oracle {
-  private titleIndex: Map<string, number>;
-  constructor(readonly kb: KB, readonly corpus: readonly CorpusDoc[], readonly bm25: Bm25) {
-    this.titleIndex = docIndexByTitle(corpus);
-  }
+  constructor(readonly kb: KB, readonly corpus: readonly CorpusDoc[], readonly bm25: Bm25) {}
 
   retrieve(query: string): { docs: ObservationDoc[]; titles: string[] } {
     const hits = this.bm25.search(query, 3);
@@ -71,7 +62,7 @@ export class Oracle {
     return this.retrieve(query).titles.indexOf(name);
   }
 
-  trajectory(q: Question, rng: Rng, opts: OracleOptions = DEFAULT_ORACLE): OracleTrajectory {
+  trajectory(q: Question, rng: SeededRandom, opts: OracleOptions = DEFAULT_ORACLE): OracleTrajectory {
     const kb = this.kb;
     const steps: Hop[] = q.kind === 'chain' ? (q.chains[0] as Hop[]) : q.chains.map((c) => c[0] as Hop);
     const nSteps = steps.length;
@@ -194,7 +185,7 @@ export class Oracle {
     return { qid: q.id, question: q.question, golds: q.golds, rounds, flaw: flawUsed ? flaw : null, correct };
   }
 
-  private corruptAnswer(q: Question, steps: Hop[], ans: string[], rng: Rng): string[] {
+  private corruptAnswer(q: Question, steps: Hop[], ans: string[], rng: SeededRandom): string[] {
     const kb = this.kb;
     if (q.kind === 'chain') {
       const last = steps[steps.length - 1] as Hop;

@@ -3,10 +3,10 @@
  * questions bundling k independent 1-hop sub-questions (answers comma-separated).
  */
 import { MULTI_ANSWER_SEPARATOR } from '../../src/protocol/answer';
+import { SeededRandom } from '../../src/rng';
 import {
   Entity, KB, Split, factObject, objectName, relation, relationsOf,
 } from './kb';
-import { Rng } from './rng';
 
 export interface Hop {
   subject: string; // entity id
@@ -31,7 +31,7 @@ export interface Question {
 export const MULTI_OBJECTIVES = [2, 4, 6, 8, 10] as const;
 
 /** Random chain of `hops` relations starting at an entity of the split, or null. */
-function randomChain(kb: KB, rng: Rng, pool: Entity[], hops: number): Hop[] | null {
+function randomChain(kb: KB, rng: SeededRandom, pool: Entity[], hops: number): Hop[] | null {
   const start = rng.pick(pool);
   const chain: Hop[] = [];
   const seen = new Set<string>([start.id]);
@@ -93,7 +93,7 @@ export const DEFAULT_COUNTS: Record<Split, QuestionCounts> = {
 };
 
 export function buildQuestions(kb: KB, split: Split, seed: number, counts: QuestionCounts): Question[] {
-  const rng = new Rng(seed);
+  const rng = new SeededRandom(seed);
   const pool = kb.entities.filter((e) => e.split === split);
   const out: Question[] = [];
   const seenText = new Set<string>();

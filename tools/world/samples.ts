@@ -1,6 +1,6 @@
 /**
  * Per-round training samples from oracle trajectories, under both context policies
- * (SPEC §1, §7), plus memory-reward-shaped samples (SPEC §4: promptIds + `<mem>…</mem>`
+ * (docs/algorithm.md §1, §7), plus memory-reward-shaped samples (§4: promptIds + `<mem>…</mem>`
  * followed by `<answer>gold</answer>`). Tokenised with the shipped tokenizer through
  * @huggingface/transformers, so the ids are exactly what the runtime produces.
  */
@@ -17,7 +17,7 @@ export type SamplePolicy = 'memory' | 'full' | 'score';
 /**
  * A whole `full`-policy trajectory as one sequence: context = promptIds, output = the
  * response stream; `outputMask` is 1 on generated round text and 0 on observation segments
- * (SPEC response_mask). Training on it equals training on every round's `full` context.
+ * (`response_mask`, docs/algorithm.md §1). Training on it equals training on every round's `full` context.
  */
 export interface StreamSample {
   qid: string;
@@ -110,7 +110,7 @@ const SPECIAL_RE = new RegExp(`(${SPECIAL_TOKENS.map((t) => t.replace(/[|<>/]/g,
 /**
  * Encoder that splits at special tokens and caches the encoding of each text piece. Equal to
  * `tokenizer.encode(text, {add_special_tokens:false})` because the tokenizer splits at added
- * tokens before pre-tokenisation (checked in test/world.test.ts).
+ * tokens before pre-tokenisation (checked in test/tools/world.test.ts).
  */
 export function cachedEncoder(tok: HfTokenizer): Encoder {
   const cache = new Map<string, number[]>();

@@ -6,11 +6,11 @@
 import { EMPTY_MEMORY } from '../../src/protocol/round';
 import { SYSTEM_PROMPT } from '../../src/protocol/chat';
 import { renderObservation } from '../../src/retrieval/observation';
+import { SeededRandom } from '../../src/rng';
 import { Bm25 } from './bm25';
 import { NAME_PIECES, SPLITS, YEAR_RANGE, buildKB, factObject, objectName, relationsOf, renderCorpus } from './kb';
 import { Oracle, OracleTrajectory } from './oracle';
 import { DEFAULT_COUNTS, Question, buildQuestions, questionRecord } from './questions';
-import { Rng } from './rng';
 import { buildTokenizerJson, tokenizerConfigJson } from './tokenizer';
 
 /** Seed of the shipped world. */
@@ -44,7 +44,7 @@ export function buildWorld(seed: number = DEFAULT_SEED): World {
 
 /** Oracle trajectories of a question list (deterministic). */
 export function oracleTrajectories(w: World, qs: Question[], seed: number, flawRate = 0.3): OracleTrajectory[] {
-  return qs.map((q, i) => w.oracle.trajectory(q, new Rng(seed * 7919 + i * 104729 + 17), { flawRate }));
+  return qs.map((q, i) => w.oracle.trajectory(q, new SeededRandom(seed * 7919 + i * 104729 + 17), { flawRate }));
 }
 
 export function jsonl(rows: object[]): string {
