@@ -60,7 +60,7 @@ export function checkTyped<T extends ArrayBufferView & { length: number }>(
   length: number,
   shape: string,
 ): T {
-  if (!(value instanceof (ctor as unknown as Function))) {
+  if (!(value instanceof (ctor as unknown as new (...args: never[]) => unknown))) {
     throw typeError(`${ctor.name} of length ${shape}`, argument, value);
   }
   const arr = value as T;

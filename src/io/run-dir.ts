@@ -3,7 +3,7 @@
  * only whole lines), JSON/HTML written atomically (temp file + rename), and resume: reading
  * back which groups are complete.
  */
-import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
 import { dirname, basename, join } from 'node:path';
 import { MempoPipelineError } from '../errors';
 import type { BatchRecord } from '../contracts';

@@ -41,7 +41,12 @@ function reference(inp: PpoPolicyLossInput): { loss: number; clipFrac: number; a
     let total = 0, live = 0;
     for (let r = 0; r < rows; r++) {
       let s = 0, n = 0;
-      for (let c = 0; c < cols; c++) if (mask[r * cols + c]) (s += v[r * cols + c]!), n++;
+      for (let c = 0; c < cols; c++) {
+        if (mask[r * cols + c]) {
+          s += v[r * cols + c]!;
+          n++;
+        }
+      }
       if (n === 0) continue;
       live++;
       total += mode === 'seq-mean-token-sum' ? s : s / n;

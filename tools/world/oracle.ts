@@ -120,7 +120,7 @@ export class Oracle {
         break;
       }
       if (next >= nSteps) {
-        const missing = [...forgotten].filter((i) => q.kind === 'multi');
+        const missing = [...forgotten].filter(() => q.kind === 'multi');
         if (missing.length && forgetRecover) {
           // re-search a forgotten answer
           const i = missing[0] as number;

@@ -43,7 +43,7 @@ export interface TokenizerBuildOptions {
 
 function splitSpecial(text: string): string[] {
   const pieces: string[] = [];
-  let rest = text;
+  const rest = text;
   const re = new RegExp(SPECIAL_TOKENS.map((t) => t.replace(/[|<>/]/g, (c) => `\\${c}`)).join('|'), 'g');
   let last = 0;
   for (const m of rest.matchAll(re)) {
@@ -52,7 +52,6 @@ function splitSpecial(text: string): string[] {
     last = i + m[0].length;
   }
   if (last < rest.length) pieces.push(rest.slice(last));
-  rest = '';
   return pieces;
 }
 

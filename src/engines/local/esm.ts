@@ -7,7 +7,7 @@
  * fails with ERR_REQUIRE_ESM and we fall back to a real dynamic import that TypeScript cannot
  * rewrite into `require` (it is built with `new Function`).
  */
-// eslint-disable-next-line @typescript-eslint/no-implied-eval
+// eslint-disable-next-line no-new-func
 const dynamicImport = new Function('specifier', 'return import(specifier)') as (s: string) => Promise<unknown>;
 
 let cached: Promise<TransformersModule> | undefined;

@@ -113,8 +113,8 @@ function sampleFull(probs: Float32Array, V: number, sum: number, rng: Rng, argma
  */
 function candidates(probs: Float32Array, V: number, k: number, needMass: number, topP: number, scratch: SamplerScratch): number {
   let t = 1 / 64;
-  let count = 0;
-  let mass = 0;
+  let count: number;
+  let mass: number;
   for (;;) {
     count = 0;
     mass = 0;
