@@ -1,7 +1,11 @@
 /**
- * Errors of the rollout pipeline (tools, inputs, options). Every error has a stable `code` and a
- * message naming the file, line, field or option at fault.
+ * The one error class of everything above the kernels (the kernels keep TypeError / RangeError,
+ * like Node's own APIs): pipeline, options and inputs, the local model runtime, retrievers and
+ * inference servers. Every error has a stable `code` and a message naming the file, line, field,
+ * option, tensor, item or server at fault.
  */
+
+/** Codes of the pipeline: options, inputs, tools, resume. */
 export type PipelineErrorCode =
   | 'ERR_INVALID_OPTION'
   | 'ERR_INVALID_INPUT'
@@ -13,11 +17,46 @@ export type PipelineErrorCode =
   | 'ERR_TOKENIZER_PROTOCOL'
   | 'ERR_RESUME';
 
-export class MempoPipelineError extends Error {
-  readonly code: PipelineErrorCode;
-  constructor(code: PipelineErrorCode, message: string) {
+/** Codes of the local model runtime (src/engines/local). */
+export type RuntimeErrorCode =
+  | 'ERR_MODEL_FILE_MISSING'
+  | 'ERR_MODEL_CONFIG'
+  | 'ERR_MODEL_IO'
+  | 'ERR_TOKENIZER'
+  | 'ERR_INVALID_ARGUMENT'
+  | 'ERR_CONTEXT_TOO_LONG'
+  | 'ERR_EMPTY_TARGET'
+  | 'ERR_EMPTY_CONTEXT'
+  | 'ERR_TOKEN_OUT_OF_VOCAB'
+  | 'ERR_DISPOSED';
+
+/** Codes of the inference-server client (src/engines/http): a wrong answer, or retries exhausted. */
+export type ServerErrorCode = 'ERR_SERVER';
+
+export type MempoErrorCode = PipelineErrorCode | RuntimeErrorCode | ServerErrorCode;
+
+export class MempoError extends Error {
+  readonly code: MempoErrorCode;
+  constructor(code: MempoErrorCode, message: string) {
     super(message);
-    this.name = 'MempoPipelineError';
+    this.name = 'MempoError';
     this.code = code;
   }
+}
+
+// The names each layer used before there was one class: `instanceof` and construction with a
+// code keep working for callers that catch them.
+export const MempoPipelineError = MempoError;
+export type MempoPipelineError = MempoError;
+export const MempoRuntimeError = MempoError;
+export type MempoRuntimeError = MempoError;
+
+/** An inference server's wrong answer or exhausted retries (code ERR_SERVER). */
+export function serverError(message: string): MempoError {
+  return new MempoError('ERR_SERVER', message);
+}
+
+/** Whether `err` is an inference-server failure (serverError). */
+export function isServerError(err: unknown): err is MempoError {
+  return err instanceof MempoError && err.code === 'ERR_SERVER';
 }

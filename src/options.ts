@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import { ANSWER_TEMPLATE } from './protocol/answer';
 import { DEFAULT_TOPK } from './retrieval/observation';
-import { MempoPipelineError } from './errors';
+import { MempoError } from './errors';
 
 /**
  * Every default that more than one layer needs, written once: the pipeline schemas below, the
@@ -148,7 +148,7 @@ export function resolveOptions(input: unknown = {}): PipelineOptions {
     const issue = r.error.issues[0]!;
     const path = issue.path.map(String).join('.');
     const keys = issue.code === 'unrecognized_keys' ? ` (${(issue as { keys: string[] }).keys.map((k) => JSON.stringify(k)).join(', ')})` : '';
-    throw new MempoPipelineError('ERR_INVALID_OPTION', `Invalid option ${path.length ? `options.${path}` : 'options'}: ${issue.message}${keys}`);
+    throw new MempoError('ERR_INVALID_OPTION', `Invalid option ${path.length ? `options.${path}` : 'options'}: ${issue.message}${keys}`);
   }
   return r.data;
 }

@@ -4,7 +4,7 @@
  * batch.jsonl, summary.json and report.html; `mempo eval` measures a context policy.
  */
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
-import { MempoPipelineError } from '../errors';
+import { MempoError } from '../errors';
 import { addPipelineOptions, addServerOptions, int, intOrNone, orNull, pipelineOptionsFromFlags, serverSettingsFromFlags } from './options';
 import { EMBEDDED } from './paths';
 import { DEFAULTS } from '../options';
@@ -165,7 +165,7 @@ export async function main(argv: readonly string[], io: RunIO = { stdout: proces
       io.stderr.write(`error: ${err.message}\n`);
       return 2;
     }
-    if (err instanceof MempoPipelineError) {
+    if (err instanceof MempoError) {
       io.stderr.write(`error: ${err.message}\n`);
       return err.code === 'ERR_INVALID_OPTION' || err.code === 'ERR_INVALID_INPUT' ? 2 : 1;
     }

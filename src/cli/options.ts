@@ -4,7 +4,7 @@
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { DEFAULTS, resolveOptions, type PipelineOptions } from '../options';
-import { MempoPipelineError } from '../errors';
+import { MempoError } from '../errors';
 import { COMPLETIONS_APIS, type CompletionsApi } from '../engines/http/options';
 import { isHttpUrl } from '../validate';
 
@@ -175,7 +175,7 @@ export function serverSettingsFromFlags(o: Record<string, unknown>): ServerSetti
   ];
   if (urls === undefined) {
     const stray = given.find(([k]) => o[k] !== undefined)?.[1] ?? (o['serverSeed'] === false ? '--no-server-seed' : undefined);
-    if (stray !== undefined) throw new MempoPipelineError('ERR_INVALID_OPTION', `${stray} needs --server URL (the inference server to use)`);
+    if (stray !== undefined) throw new MempoError('ERR_INVALID_OPTION', `${stray} needs --server URL (the inference server to use)`);
     return null;
   }
   const d = SERVER_DEFAULTS;

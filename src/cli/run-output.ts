@@ -4,7 +4,7 @@ import type { BatchRecord } from '../pipeline/batch';
 import { writeFileAtomic } from '../io/run-dir';
 import { formatEvalReport } from '../pipeline/summary';
 import { renderReport } from '../io/report';
-import { MempoPipelineError } from '../errors';
+import { MempoError } from '../errors';
 import type { Retriever } from '../contracts';
 import type { RunEngine, RunIO, RunOutcome, RunSettings } from './run';
 
@@ -61,9 +61,9 @@ export function checkFailures(io: RunIO, o: RunOutcome, fresh: readonly BatchRec
   if (failed.length > 0 && failed.length === fresh.length) {
     const onServer = failed.filter((r) => r.doneReason === 'backend-error');
     const tool = failed.find((r) => r.doneReason !== 'backend-error');
-    if (tool === undefined) throw new MempoPipelineError('ERR_BACKEND', `every trajectory failed on the inference server: ${failed[0]!.error}`);
-    if (onServer.length === 0) throw new MempoPipelineError('ERR_RETRIEVER_DOWN', `every trajectory hit a tool failure: ${tool.error}`);
-    throw new MempoPipelineError('ERR_RETRIEVER_DOWN', `every trajectory failed (${failed.length - onServer.length} on a tool, ${onServer.length} on the inference server); first tool error: ${tool.error}; first server error: ${onServer[0]!.error}`);
+    if (tool === undefined) throw new MempoError('ERR_BACKEND', `every trajectory failed on the inference server: ${failed[0]!.error}`);
+    if (onServer.length === 0) throw new MempoError('ERR_RETRIEVER_DOWN', `every trajectory hit a tool failure: ${tool.error}`);
+    throw new MempoError('ERR_RETRIEVER_DOWN', `every trajectory failed (${failed.length - onServer.length} on a tool, ${onServer.length} on the inference server); first tool error: ${tool.error}; first server error: ${onServer[0]!.error}`);
   }
   if (o.summary.toolErrors > 0) {
     const first = o.records.find((r) => r.error !== null && r.doneReason !== 'backend-error')?.error;

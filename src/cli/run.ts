@@ -22,7 +22,7 @@ import { runPipeline, type PipelineResult } from '../pipeline/pipeline';
 import { readQuestions, type Question } from '../io/questions';
 import { evalReport, summarize, type EvalReport, type RunSummary } from '../pipeline/summary';
 import { Bm25Retriever } from '../retrieval/bm25';
-import { MempoPipelineError } from '../errors';
+import { MempoError } from '../errors';
 import { HttpRetriever } from '../retrieval/http-retriever';
 import type { Retriever } from '../contracts';
 import { EMBEDDED } from './paths';
@@ -97,7 +97,7 @@ function log(io: RunIO, quiet: boolean, msg: string): void {
 
 export async function executeRun(s: RunSettings, io: RunIO): Promise<RunOutcome> {
   const t0 = performance.now();
-  if (s.kind === 'rollout' && s.out === null) throw new MempoPipelineError('ERR_INVALID_OPTION', 'mempo rollout needs --out DIR');
+  if (s.kind === 'rollout' && s.out === null) throw new MempoError('ERR_INVALID_OPTION', 'mempo rollout needs --out DIR');
   const out = s.out === null ? null : resolve(s.out);
   const batchPath = out === null ? null : join(out, 'batch.jsonl');
   // Inputs first: a malformed file fails before the model loads.
@@ -129,7 +129,7 @@ function selectQuestions(s: RunSettings): Question[] {
   if (s.shuffle) questions = shuffled(questions, s.options.rollout.seed);
   questions = questions.slice(s.offset);
   if (s.limit !== null) questions = questions.slice(0, s.limit);
-  if (questions.length === 0) throw new MempoPipelineError('ERR_INVALID_INPUT', `${s.questions}: no questions after --offset ${s.offset}${s.limit === null ? '' : ` --limit ${s.limit}`}`);
+  if (questions.length === 0) throw new MempoError('ERR_INVALID_INPUT', `${s.questions}: no questions after --offset ${s.offset}${s.limit === null ? '' : ` --limit ${s.limit}`}`);
   return questions;
 }
 
@@ -145,12 +145,12 @@ function prepareRunDir(s: RunSettings, out: string, io: RunIO): { previous: Batc
   let skip = new Set<string>();
   mkdirSync(out, { recursive: true });
   if (existsSync(batchPath) && !s.resume && !s.force) {
-    throw new MempoPipelineError('ERR_RESUME', `${batchPath} already exists: pass --resume to finish that run, or --force to start over`);
+    throw new MempoError('ERR_RESUME', `${batchPath} already exists: pass --resume to finish that run, or --force to start over`);
   }
   if (s.resume && existsSync(runPath)) {
     const before = JSON.parse(readFileSync(runPath, 'utf8')) as Record<string, unknown>;
     if (JSON.stringify(before['settings']) !== JSON.stringify(JSON.parse(JSON.stringify(fp)))) {
-      throw new MempoPipelineError('ERR_RESUME', `--resume: the options differ from the run in ${out} (see ${runPath}); pass the same options, or --force to start over`);
+      throw new MempoError('ERR_RESUME', `--resume: the options differ from the run in ${out} (see ${runPath}); pass the same options, or --force to start over`);
     }
   }
   if (s.resume) {
@@ -197,8 +197,8 @@ async function openEngine(s: RunSettings, io: RunIO): Promise<RunEngine> {
     retries: srv.retries, backoffMs: srv.backoffMs, scoreBatchSize: srv.scoreBatchSize, sendSeed: srv.sendSeed,
     log: (line) => log(io, s.quiet, `mempo ${s.kind}: ${line}`),
   }).catch((err: Error) => {
-    if (!(err instanceof MempoPipelineError)) throw err;
-    throw new MempoPipelineError(err.code, `${err.message.startsWith('model ') ? '--server-model' : '--server'}: ${err.message}`);
+    if (!(err instanceof MempoError)) throw err;
+    throw new MempoError(err.code, `${err.message.startsWith('model ') ? '--server-model' : '--server'}: ${err.message}`);
   });
   const source = `${srv.api} server${server.urls.length > 1 ? 's' : ''} ${server.urls.join(', ')} (model "${server.model}", tokenizer ${s.model})`;
   return { engine: server, source, server, local: null };

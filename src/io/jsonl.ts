@@ -4,7 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import type { z } from 'zod';
-import { MempoPipelineError } from '../errors';
+import { MempoError } from '../errors';
 
 /** "field "a.b[0]"" from a zod issue path (or "line" for the whole line). */
 export function issueWhere(path: readonly PropertyKey[]): string {
@@ -37,10 +37,10 @@ export function parseJsonlLines<S extends z.ZodType>(text: string, schema: S, fi
     try {
       value = JSON.parse(line);
     } catch (err) {
-      throw new MempoPipelineError('ERR_INVALID_INPUT', `${file}:${i + 1}: not valid JSON (${(err as Error).message})`);
+      throw new MempoError('ERR_INVALID_INPUT', `${file}:${i + 1}: not valid JSON (${(err as Error).message})`);
     }
     const r = schema.safeParse(value);
-    if (!r.success) throw new MempoPipelineError('ERR_INVALID_INPUT', `${file}:${i + 1}: ${zodMessage(r.error)}`);
+    if (!r.success) throw new MempoError('ERR_INVALID_INPUT', `${file}:${i + 1}: ${zodMessage(r.error)}`);
     out.push({ line: i + 1, value: r.data as z.output<S> });
   }
   return out;
@@ -57,7 +57,7 @@ export function readJsonlLines<S extends z.ZodType>(file: string, schema: S): Ar
   try {
     text = readFileSync(file, 'utf8');
   } catch (err) {
-    throw new MempoPipelineError('ERR_INPUT_FILE', `Cannot read ${file}: ${(err as Error).message}`);
+    throw new MempoError('ERR_INPUT_FILE', `Cannot read ${file}: ${(err as Error).message}`);
   }
   return parseJsonlLines(text, schema, file);
 }

@@ -1,6 +1,6 @@
 /** Question input (JSONL: `{ id, question, golds }`, optional `hops`, `objectives`). */
 import { z } from 'zod';
-import { MempoPipelineError } from '../errors';
+import { MempoError } from '../errors';
 import { readJsonlLines } from './jsonl';
 import type { Question } from '../contracts';
 
@@ -29,10 +29,10 @@ export function checkQuestions(items: readonly unknown[], where = 'questions'): 
     const r = questionSchema.safeParse(item);
     if (!r.success) {
       const issue = r.error.issues[0]!;
-      throw new MempoPipelineError('ERR_INVALID_INPUT', `${where}[${i}]: field "${issue.path.map(String).join('.')}": ${issue.message}`);
+      throw new MempoError('ERR_INVALID_INPUT', `${where}[${i}]: field "${issue.path.map(String).join('.')}": ${issue.message}`);
     }
     const prev = seen.get(r.data.id);
-    if (prev !== undefined) throw new MempoPipelineError('ERR_INVALID_INPUT', `${where}[${i}]: field "id": ${JSON.stringify(r.data.id)} repeats ${where}[${prev}]`);
+    if (prev !== undefined) throw new MempoError('ERR_INVALID_INPUT', `${where}[${i}]: field "id": ${JSON.stringify(r.data.id)} repeats ${where}[${prev}]`);
     seen.set(r.data.id, i);
     out.push(r.data);
   });
@@ -46,7 +46,7 @@ export function readQuestions(file: string): Question[] {
   for (const { line, value } of lines) {
     const prev = seen.get(value.id);
     if (prev !== undefined) {
-      throw new MempoPipelineError('ERR_INVALID_INPUT', `${file}:${line}: field "id": ${JSON.stringify(value.id)} repeats line ${prev}`);
+      throw new MempoError('ERR_INVALID_INPUT', `${file}:${line}: field "id": ${JSON.stringify(value.id)} repeats line ${prev}`);
     }
     seen.set(value.id, line);
   }

@@ -5,7 +5,7 @@
  */
 import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
 import { dirname, basename, join } from 'node:path';
-import { MempoPipelineError } from '../errors';
+import { MempoError } from '../errors';
 import type { BatchRecord } from '../contracts';
 
 /** Writes `data` to `file` through a temp file in the same directory and a rename. */
@@ -71,10 +71,10 @@ export function loadForResume(file: string, groupSize: number): ExistingRun {
     try {
       rec = JSON.parse(line) as BatchRecord;
     } catch {
-      throw new MempoPipelineError('ERR_RESUME', `${file}:${i + 1}: not valid JSON; cannot resume from this file`);
+      throw new MempoError('ERR_RESUME', `${file}:${i + 1}: not valid JSON; cannot resume from this file`);
     }
     if (typeof rec.uid !== 'string' || typeof rec.sample !== 'number') {
-      throw new MempoPipelineError('ERR_RESUME', `${file}:${i + 1}: field "uid"/"sample" missing; not a mempo batch file`);
+      throw new MempoError('ERR_RESUME', `${file}:${i + 1}: field "uid"/"sample" missing; not a mempo batch file`);
     }
     let g = byUid.get(rec.uid);
     if (!g) byUid.set(rec.uid, (g = []));

@@ -24,7 +24,7 @@ import { computeAdvantages } from './advantages';
 import type { BatchRecord, Generator, Question, Retriever, ScoredTrajectory, Snapshot, TargetScorer, TextCodec, Trajectory } from '../contracts';
 import { resolveOptions, type PipelineOptions, type PipelineOptionsInput } from '../options';
 import { checkQuestions } from '../io/questions';
-import { MempoPipelineError } from '../errors';
+import { MempoError } from '../errors';
 
 export interface ProgressSink {
   /** Called once before work starts. */
@@ -171,7 +171,7 @@ function addScoringStats(stats: PipelineStats, ss: BatchScoringStats): void {
 /** Stops the run when every trajectory of batch b failed on the inference server. */
 function checkBackendAlive(trajectories: readonly Trajectory[], b: number, batches: number): void {
   if (trajectories.length === 0 || !trajectories.every((t) => t.doneReason === 'backend-error')) return;
-  throw new MempoPipelineError(
+  throw new MempoError(
     'ERR_BACKEND',
     `batch ${b + 1} of ${batches}: all ${trajectories.length} trajectories failed on the inference server, so the run stops ` +
       `(${b === 0 ? 'no batch was finished' : 'the batches before it were delivered'}; a resumed run redoes this one); first error: ${trajectories[0]!.error}`,

@@ -8,7 +8,7 @@
  * in one retriever call; DONE is entered through `handleDoneState`.
  */
 import { STOP_STRINGS } from '../protocol/tags';
-import { MempoPipelineError } from '../errors';
+import { MempoError } from '../errors';
 import { renderSearchObservation } from '../retrieval/observation';
 import { PartialResultsError, type GenerationOutput, type GenerationRequest, type Generator, type Question, type Retriever, type TextCodec } from '../contracts';
 import type { PipelineOptions } from '../options';
@@ -141,7 +141,7 @@ async function searchAll(loop: Loop, withQuery: RolloutTrajectory[]): Promise<Se
     return { ok: true, observations };
   } catch (err) {
     // Errors of the shipped retrievers already name the tool; others get its name in front.
-    return { ok: false, failure: err instanceof MempoPipelineError ? err.message : `${retriever.name}: ${(err as Error).message}` };
+    return { ok: false, failure: err instanceof MempoError ? err.message : `${retriever.name}: ${(err as Error).message}` };
   }
 }
 

@@ -6,7 +6,7 @@
 import { MEM_CLOSE, MEM_OPEN } from '../protocol/tags';
 import { renderPrompt } from '../protocol/chat';
 import { AgentMemory } from '../protocol/agent-memory';
-import { MempoPipelineError } from '../errors';
+import { MempoError } from '../errors';
 import type { DoneReason, Question, RoundTrace, TextCodec, Trajectory } from '../contracts';
 import type { PipelineOptions } from '../options';
 
@@ -30,7 +30,7 @@ export function protocolIds(codec: TextCodec): ProtocolIds {
   const memOpen = codec.tokenId(MEM_OPEN);
   const memClose = codec.tokenId(MEM_CLOSE);
   if (memOpen === undefined || memClose === undefined) {
-    throw new MempoPipelineError('ERR_TOKENIZER_PROTOCOL', `The tokenizer must have ${MEM_OPEN} and ${MEM_CLOSE} as single tokens (agent protocol)`);
+    throw new MempoError('ERR_TOKENIZER_PROTOCOL', `The tokenizer must have ${MEM_OPEN} and ${MEM_CLOSE} as single tokens (agent protocol)`);
   }
   return { memOpen, memClose };
 }

@@ -4,7 +4,7 @@
  */
 import MiniSearch from 'minisearch';
 import { z } from 'zod';
-import { MempoPipelineError } from '../errors';
+import { MempoError } from '../errors';
 import { readJsonlLines } from '../io/jsonl';
 import type { RetrievedDoc, Retriever } from '../contracts';
 
@@ -38,7 +38,7 @@ export class Bm25Retriever implements Retriever {
     this.docs = new Map();
     docs.forEach((doc, i) => {
       if (this.docs.has(doc.id)) {
-        throw new MempoPipelineError('ERR_INVALID_INPUT', `${name}: document ${i + 1} repeats the id ${JSON.stringify(doc.id)}`);
+        throw new MempoError('ERR_INVALID_INPUT', `${name}: document ${i + 1} repeats the id ${JSON.stringify(doc.id)}`);
       }
       this.docs.set(doc.id, doc);
     });
@@ -53,7 +53,7 @@ export class Bm25Retriever implements Retriever {
     const seen = new Map<string, number>();
     for (const { line, value } of lines) {
       const prev = seen.get(value.id);
-      if (prev !== undefined) throw new MempoPipelineError('ERR_INVALID_INPUT', `${file}:${line}: field "id": ${JSON.stringify(value.id)} repeats line ${prev}`);
+      if (prev !== undefined) throw new MempoError('ERR_INVALID_INPUT', `${file}:${line}: field "id": ${JSON.stringify(value.id)} repeats line ${prev}`);
       seen.set(value.id, line);
     }
     return new Bm25Retriever(lines.map((l) => l.value), options, `bm25:${file}`);

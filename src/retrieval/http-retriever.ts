@@ -9,7 +9,7 @@
 import { z } from 'zod';
 import { DEFAULTS } from '../options';
 import { isHttpUrl } from '../validate';
-import { MempoPipelineError } from '../errors';
+import { MempoError } from '../errors';
 import { zodMessage } from '../io/jsonl';
 import type { RetrievedDoc, Retriever } from '../contracts';
 
@@ -58,7 +58,7 @@ export class HttpRetriever implements Retriever {
 
   constructor(readonly url: string, options: HttpRetrieverOptions = {}) {
     if (!isHttpUrl(url)) {
-      throw new MempoPipelineError('ERR_INVALID_OPTION', `Expected an http(s) URL for the retriever but received ${JSON.stringify(url)}`);
+      throw new MempoError('ERR_INVALID_OPTION', `Expected an http(s) URL for the retriever but received ${JSON.stringify(url)}`);
     }
     const parsed = new URL(url);
     // A bare server address means its /retrieve endpoint.
@@ -84,7 +84,7 @@ export class HttpRetriever implements Retriever {
         if (attempt < attempts) await new Promise((r) => setTimeout(r, this.backoffMs * 2 ** (attempt - 1)));
       }
     }
-    throw new MempoPipelineError(
+    throw new MempoError(
       'ERR_RETRIEVER_DOWN',
       `The retrieval server at ${this.url} did not answer after ${attempts} attempt${attempts === 1 ? '' : 's'} (last error: ${last}). ` +
         'Start the server (e.g. Search-R1 `retrieval_server.py` / ASearcher), check the URL, or search the local corpus with --corpus FILE.',
@@ -108,20 +108,20 @@ export class HttpRetriever implements Retriever {
     }
     if (res.status >= 500 || res.status === 429) throw new RetryableError(`HTTP ${res.status} ${clip(text)}`);
     if (!res.ok) {
-      throw new MempoPipelineError('ERR_RETRIEVER_RESPONSE', `The retrieval server at ${this.url} answered HTTP ${res.status}: ${clip(text)}`);
+      throw new MempoError('ERR_RETRIEVER_RESPONSE', `The retrieval server at ${this.url} answered HTTP ${res.status}: ${clip(text)}`);
     }
     let json: unknown;
     try {
       json = JSON.parse(text);
     } catch {
-      throw new MempoPipelineError('ERR_RETRIEVER_RESPONSE', `The retrieval server at ${this.url} answered with invalid JSON: ${clip(text)}`);
+      throw new MempoError('ERR_RETRIEVER_RESPONSE', `The retrieval server at ${this.url} answered with invalid JSON: ${clip(text)}`);
     }
     const r = responseSchema.safeParse(json);
     if (!r.success) {
-      throw new MempoPipelineError('ERR_RETRIEVER_RESPONSE', `The retrieval server at ${this.url} answered an unexpected shape: ${zodMessage(r.error)}`);
+      throw new MempoError('ERR_RETRIEVER_RESPONSE', `The retrieval server at ${this.url} answered an unexpected shape: ${zodMessage(r.error)}`);
     }
     if (r.data.result.length !== n) {
-      throw new MempoPipelineError('ERR_RETRIEVER_RESPONSE', `The retrieval server at ${this.url} answered ${r.data.result.length} result lists for ${n} queries`);
+      throw new MempoError('ERR_RETRIEVER_RESPONSE', `The retrieval server at ${this.url} answered ${r.data.result.length} result lists for ${n} queries`);
     }
     return r.data.result.map((hits) => hits.map(toDoc));
   }

@@ -20,7 +20,7 @@
 import { PartialResultsError, type GenerateParams, type GenerationOutput, type GenerationRequest, type Generator, type ScoringItem, type TargetScorer, type TextCodec } from '../../contracts';
 import { EOS_TOKEN_ID } from '../../protocol/embedded-ids';
 import type { CompletionsDialect } from './dialect';
-import { CompletionsBackendError } from './errors';
+import { isServerError } from '../../errors';
 import { resolveEngineOptions, type CompletionsApi, type HttpCompletionsOptions } from './options';
 import { EndpointPool, type EndpointStats } from './pool';
 import { groupJobs, planScoring, scoreGroup, scoringItemName } from './scoring';
@@ -117,7 +117,7 @@ export class HttpCompletionsBackend implements Generator, TargetScorer {
     const failures = new Map<number, string>();
     settled.forEach((x, i) => {
       if (x.status === 'fulfilled') results[i] = x.value;
-      else if (x.reason instanceof CompletionsBackendError) failures.set(i, x.reason.message);
+      else if (isServerError(x.reason)) failures.set(i, x.reason.message);
       else throw x.reason;
     });
     if (failures.size > 0) {

@@ -10,7 +10,7 @@ import { basename, join, resolve } from 'node:path';
 import { readModelConfig } from '../local/model-dir';
 import { Tokenizer } from '../local/tokenizer';
 import type { TextCodec } from '../../contracts';
-import { MempoPipelineError } from '../../errors';
+import { MempoError } from '../../errors';
 import { HttpCompletionsBackend } from './client';
 import { COMPLETIONS_APIS, HTTP_ENGINE_DEFAULTS, type CompletionsApi, type HttpCompletionsOptions } from './options';
 import { serverBaseUrl } from './url';
@@ -36,10 +36,10 @@ export interface ServerBackendConfig extends Omit<HttpCompletionsOptions, 'model
 /** Splits and trims endpoint lists ("a,b", ["a", "b,c"]); an empty list is an error. */
 export function serverUrls(urls: string | readonly string[]): string[] {
   const list = (typeof urls === 'string' ? [urls] : [...urls]).flatMap((u) => u.split(',')).map((u) => u.trim()).filter((u) => u.length > 0);
-  if (list.length === 0) throw new MempoPipelineError('ERR_INVALID_OPTION', 'Expected at least one server URL');
+  if (list.length === 0) throw new MempoError('ERR_INVALID_OPTION', 'Expected at least one server URL');
   for (const u of list) {
     if (!isHttpUrl(u)) {
-      throw new MempoPipelineError('ERR_INVALID_OPTION', `Expected an http(s) server URL (e.g. http://127.0.0.1:8000) but received ${JSON.stringify(u)}`);
+      throw new MempoError('ERR_INVALID_OPTION', `Expected an http(s) server URL (e.g. http://127.0.0.1:8000) but received ${JSON.stringify(u)}`);
     }
   }
   return list;
@@ -75,9 +75,9 @@ export async function listServedModels(url: string, timeoutMs: number = HTTP_ENG
 export async function connectCompletionsServers(config: ServerBackendConfig): Promise<HttpCompletionsBackend> {
   const urls = serverUrls(config.urls);
   const api = config.api ?? HTTP_ENGINE_DEFAULTS.api;
-  if (!COMPLETIONS_APIS.includes(api)) throw new MempoPipelineError('ERR_INVALID_OPTION', `Unknown server api ${JSON.stringify(api)}; expected one of ${COMPLETIONS_APIS.join(', ')}`);
+  if (!COMPLETIONS_APIS.includes(api)) throw new MempoError('ERR_INVALID_OPTION', `Unknown server api ${JSON.stringify(api)}; expected one of ${COMPLETIONS_APIS.join(', ')}`);
   const log = config.log ?? (() => undefined);
-  if (config.codec === undefined && config.modelDir === undefined) throw new MempoPipelineError('ERR_INVALID_OPTION', 'connectCompletionsServers needs modelDir (for the tokenizer) or codec');
+  if (config.codec === undefined && config.modelDir === undefined) throw new MempoError('ERR_INVALID_OPTION', 'connectCompletionsServers needs modelDir (for the tokenizer) or codec');
   const dir = config.modelDir === undefined ? null : resolve(config.modelDir);
   const modelConfig = dir === null ? null : readModelConfig({ dir, configPath: join(dir, 'config.json'), modelPath: '' });
   const codec = config.codec ?? (await Tokenizer.load(dir!));
@@ -89,7 +89,7 @@ export async function connectCompletionsServers(config: ServerBackendConfig): Pr
     const wanted = config.model ?? null;
     card = wanted === null ? listed.models[0] : listed.models.find((m) => m.id === wanted);
     if (card === undefined) {
-      throw new MempoPipelineError('ERR_INVALID_OPTION', `model ${JSON.stringify(wanted)} is not served: ${listed.url} lists ${listed.models.map((m) => JSON.stringify(m.id)).join(', ')}`);
+      throw new MempoError('ERR_INVALID_OPTION', `model ${JSON.stringify(wanted)} is not served: ${listed.url} lists ${listed.models.map((m) => JSON.stringify(m.id)).join(', ')}`);
     }
     model = card.id;
     log(`server model "${model}" (${wanted === null ? 'from' : 'checked against'} ${listed.url})`);
@@ -97,11 +97,11 @@ export async function connectCompletionsServers(config: ServerBackendConfig): Pr
     const why = 'error' in listed ? listed.error : 'it lists no model';
     if (config.model) model = config.model;
     else if (dir !== null) model = basename(dir);
-    else throw new MempoPipelineError('ERR_INVALID_OPTION', `Could not read the model name from ${listed.url} (${why}); pass model`);
+    else throw new MempoError('ERR_INVALID_OPTION', `Could not read the model name from ${listed.url} (${why}); pass model`);
     log(`server model "${model}" (${listed.url} could not be read: ${why})`);
   }
   const maxContextTokens = config.maxContextTokens ?? card?.maxModelLen ?? modelConfig?.maxPositions;
-  if (maxContextTokens === undefined) throw new MempoPipelineError('ERR_INVALID_OPTION', 'connectCompletionsServers needs maxContextTokens (or modelDir with a config.json)');
+  if (maxContextTokens === undefined) throw new MempoError('ERR_INVALID_OPTION', 'connectCompletionsServers needs maxContextTokens (or modelDir with a config.json)');
   const eosTokenIds = config.eosTokenIds ?? (modelConfig && modelConfig.eosTokenIds.length > 0 ? modelConfig.eosTokenIds : undefined);
   const { urls: _u, api: _a, model: _m, modelDir: _d, codec: _c, maxContextTokens: _x, log: _l, ...rest } = config;
   return new HttpCompletionsBackend(urls, { ...rest, api, model, codec, maxContextTokens, ...(eosTokenIds ? { eosTokenIds } : {}) });

@@ -4,7 +4,7 @@
  * fall back to the same values.
  */
 import type { TextCodec } from '../../contracts';
-import { CompletionsBackendError } from './errors';
+import { serverError } from '../../errors';
 import { isHttpUrl } from '../../validate';
 import { DEFAULTS } from '../../options';
 
@@ -66,16 +66,16 @@ export interface ResolvedOptions {
 
 /** Checks the endpoint URLs and options, in the order the constructor always has, and fills in the defaults. */
 export function resolveEngineOptions(urls: readonly string[], options: HttpCompletionsOptions): ResolvedOptions {
-  if (urls.length === 0) throw new CompletionsBackendError('HttpCompletionsBackend needs at least one endpoint URL');
+  if (urls.length === 0) throw serverError('HttpCompletionsBackend needs at least one endpoint URL');
   const api = options.api ?? HTTP_ENGINE_DEFAULTS.api;
-  if (!COMPLETIONS_APIS.includes(api)) throw new CompletionsBackendError(`Unknown server api ${JSON.stringify(api)}; expected one of ${COMPLETIONS_APIS.join(', ')}`);
+  if (!COMPLETIONS_APIS.includes(api)) throw serverError(`Unknown server api ${JSON.stringify(api)}; expected one of ${COMPLETIONS_APIS.join(', ')}`);
   for (const u of urls) {
-    if (!isHttpUrl(u)) throw new CompletionsBackendError(`Expected an http(s) URL for a server endpoint but received ${JSON.stringify(u)}`);
+    if (!isHttpUrl(u)) throw serverError(`Expected an http(s) URL for a server endpoint but received ${JSON.stringify(u)}`);
   }
   const D = HTTP_ENGINE_DEFAULTS;
   const posInt = (v: number | undefined, name: string, def: number, min: number) => {
     const x = v ?? def;
-    if (!Number.isInteger(x) || x < min) throw new CompletionsBackendError(`HttpCompletionsBackend option ${name}: expected an integer >= ${min}, received ${JSON.stringify(v)}`);
+    if (!Number.isInteger(x) || x < min) throw serverError(`HttpCompletionsBackend option ${name}: expected an integer >= ${min}, received ${JSON.stringify(v)}`);
     return x;
   };
   const pool: PoolSettings = {

@@ -4,7 +4,8 @@
  * timeouts are retried with exponential backoff, and an endpoint that fails `failureThreshold`
  * times in a row leaves rotation for `cooldownMs`. Every error names the endpoint and the request.
  */
-import { CompletionsBackendError, RetryableError } from './errors';
+import { RetryableError } from './errors';
+import { isServerError, serverError } from '../../errors';
 import type { PoolSettings } from './options';
 
 export interface EndpointStats {
@@ -86,7 +87,7 @@ export class EndpointPool {
       }
     }
     this.counts.failedRequests++;
-    throw new CompletionsBackendError(`${what}: failed after ${this.o.retries + 1} tries; last error: ${last?.message ?? 'unknown'}`);
+    throw serverError(`${what}: failed after ${this.o.retries + 1} tries; last error: ${last?.message ?? 'unknown'}`);
   }
 
   /** A retryable failure; `failureThreshold` in a row take the endpoint out of rotation. */
@@ -147,11 +148,11 @@ export class EndpointPool {
         throw new RetryableError(`${e.url} (${what}): ${why}`);
       }
       if (res.status === 429 || res.status >= 500) throw new RetryableError(`${e.url} (${what}): HTTP ${res.status}: ${text.slice(0, 300)}`);
-      if (res.status !== 200) throw new CompletionsBackendError(`${e.url} (${what}): HTTP ${res.status}: ${text.slice(0, 300)}`);
+      if (res.status !== 200) throw serverError(`${e.url} (${what}): HTTP ${res.status}: ${text.slice(0, 300)}`);
       try {
         return JSON.parse(text) as unknown;
       } catch {
-        throw new CompletionsBackendError(`${e.url} (${what}): the answer is not valid JSON: ${text.slice(0, 200)}`);
+        throw serverError(`${e.url} (${what}): the answer is not valid JSON: ${text.slice(0, 200)}`);
       }
     } finally {
       clearTimeout(timer);
@@ -160,12 +161,12 @@ export class EndpointPool {
   }
 }
 
-/** Runs `check`; an unexpected error (a TypeError on a malformed answer) becomes a CompletionsBackendError naming `where`. */
+/** Runs `check`; an unexpected error (a TypeError on a malformed answer) becomes a server error (ERR_SERVER) naming `where`. */
 function checked<T>(j: unknown, where: string, check: AnswerCheck<T>): T {
   try {
     return check(j, where);
   } catch (err) {
-    if (err instanceof CompletionsBackendError) throw err;
-    throw new CompletionsBackendError(`${where}: could not read the answer: ${(err as Error).message}`);
+    if (isServerError(err)) throw err;
+    throw serverError(`${where}: could not read the answer: ${(err as Error).message}`);
   }
 }

@@ -6,7 +6,7 @@
  */
 import type { ScoringItem } from '../../contracts';
 import type { CompletionsDialect, ScoringJob } from './dialect';
-import { CompletionsBackendError } from './errors';
+import { isServerError } from '../../errors';
 import type { EndpointPool } from './pool';
 
 /** Per item of a call: its log-probs once known, and the error of each item that failed. */
@@ -58,12 +58,12 @@ export function groupJobs(jobs: readonly ScoringJob[], size: number): ScoringJob
   return groups;
 }
 
-/** A CompletionsBackendError of one item becomes its result; anything else propagates. */
+/** A server error (ERR_SERVER) of one item becomes its result; anything else propagates. */
 function perItem(f: () => Float32Array): ItemResult {
   try {
     return f();
   } catch (err) {
-    if (!(err instanceof CompletionsBackendError)) throw err;
+    if (!isServerError(err)) throw err;
     return { error: err.message };
   }
 }
@@ -84,7 +84,7 @@ export async function scoreGroup(pool: EndpointPool, dialect: CompletionsDialect
       return group.map((x, g) => perItem(() => dialect.targetLogprobs(parts[g], itemWhere(where, x.k), x, g)));
     });
   } catch (err) {
-    if (!(err instanceof CompletionsBackendError)) throw err;
+    if (!isServerError(err)) throw err;
     for (const x of group) outcome.failures.set(x.k, group.length === 1 ? err.message : `${name(x.k)}: ${err.message}`);
     return;
   }

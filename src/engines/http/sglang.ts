@@ -11,7 +11,7 @@
  */
 import type { GenerateParams, GenerationOutput, GenerationRequest } from '../../contracts';
 import { finishOf, isTokenId, NEUTRAL_SCORING, serverTopK, type CompletionsDialect, type ScoringJob } from './dialect';
-import { CompletionsBackendError } from './errors';
+import { serverError } from '../../errors';
 
 export function sglangDialect(eos: ReadonlySet<number>): CompletionsDialect {
   return {
@@ -53,21 +53,21 @@ function generationBody(r: GenerationRequest, params: GenerateParams, seed: numb
 /** SGLang answers one object per prompt and sample; a single prompt with n = 1 may come as an object or a one-element array. */
 function answers(j: unknown, where: string, count: number): Record<string, unknown>[] {
   const arr = Array.isArray(j) ? j : [j];
-  if (arr.length !== count) throw new CompletionsBackendError(`${where}: ${arr.length} answers for ${count} prompts`);
+  if (arr.length !== count) throw serverError(`${where}: ${arr.length} answers for ${count} prompts`);
   return arr.map((a, k) => {
-    if (typeof a !== 'object' || a === null || Array.isArray(a)) throw new CompletionsBackendError(`${where}: answer ${k} is not a JSON object`);
+    if (typeof a !== 'object' || a === null || Array.isArray(a)) throw serverError(`${where}: answer ${k} is not a JSON object`);
     const m = (a as Record<string, unknown>)['meta_info'];
-    if (typeof m !== 'object' || m === null) throw new CompletionsBackendError(`${where}: answer ${k} has no "meta_info" object`);
+    if (typeof m !== 'object' || m === null) throw serverError(`${where}: answer ${k} has no "meta_info" object`);
     return a as Record<string, unknown>;
   });
 }
 
 /** [[logprob, id, text], ...] → checked pairs; `nullFirst` allows a null log-prob in the first entry. */
 function logprobTuples(v: unknown, where: string, field: string, nullFirst: boolean): { lp: number | null; id: number }[] {
-  if (!Array.isArray(v)) throw new CompletionsBackendError(`${where}: meta_info.${field} is missing (send return_logprob)`);
+  if (!Array.isArray(v)) throw serverError(`${where}: meta_info.${field} is missing (send return_logprob)`);
   return v.map((e, k) => {
     if (!Array.isArray(e) || e.length < 2 || !isTokenId(e[1]) || !(typeof e[0] === 'number' || (e[0] === null && nullFirst && k === 0))) {
-      throw new CompletionsBackendError(`${where}: meta_info.${field}[${k}] is not [logprob, token_id, text]: ${JSON.stringify(e)?.slice(0, 80)}`);
+      throw serverError(`${where}: meta_info.${field}[${k}] is not [logprob, token_id, text]: ${JSON.stringify(e)?.slice(0, 80)}`);
     }
     return { lp: e[0] as number | null, id: e[1] as number };
   });
@@ -79,13 +79,13 @@ function parseGeneration(a: Record<string, unknown>, where: string, r: Generatio
   const ids = tuples.map((t) => t.id);
   const out = a['output_ids'];
   if (out !== undefined) {
-    if (!Array.isArray(out) || !out.every(isTokenId)) throw new CompletionsBackendError(`${where}: "output_ids" is not an array of token ids`);
-    if (out.length !== ids.length || out.some((x, k) => x !== ids[k])) throw new CompletionsBackendError(`${where}: "output_ids" and meta_info.output_token_logprobs disagree`);
+    if (!Array.isArray(out) || !out.every(isTokenId)) throw serverError(`${where}: "output_ids" is not an array of token ids`);
+    if (out.length !== ids.length || out.some((x, k) => x !== ids[k])) throw serverError(`${where}: "output_ids" and meta_info.output_token_logprobs disagree`);
   }
-  if (ids.length > r.maxNewTokens) throw new CompletionsBackendError(`${where}: ${ids.length} tokens returned, more than max_new_tokens ${r.maxNewTokens}`);
+  if (ids.length > r.maxNewTokens) throw serverError(`${where}: ${ids.length} tokens returned, more than max_new_tokens ${r.maxNewTokens}`);
   const fr = meta['finish_reason'] as { type?: unknown } | null | undefined;
   const type = typeof fr === 'object' && fr !== null ? fr.type : fr;
-  if (type !== 'stop' && type !== 'length') throw new CompletionsBackendError(`${where}: meta_info.finish_reason ${JSON.stringify(fr)}, expected type 'stop' or 'length'`);
+  if (type !== 'stop' && type !== 'length') throw serverError(`${where}: meta_info.finish_reason ${JSON.stringify(fr)}, expected type 'stop' or 'length'`);
   return { tokenIds: ids, logprobs: Float32Array.from(tuples.map((t) => t.lp as number)), finishReason: finishOf(ids, type === 'stop', eos) };
 }
 
@@ -93,11 +93,11 @@ function parseGeneration(a: Record<string, unknown>, where: string, r: Generatio
 function targetLogprobs(a: Record<string, unknown>, w: string, x: ScoringJob): Float32Array {
   const meta = a['meta_info'] as Record<string, unknown>;
   const tuples = logprobTuples(meta['input_token_logprobs'], w, 'input_token_logprobs', true);
-  if (tuples.length !== x.tgt.length + 1) throw new CompletionsBackendError(`${w}: ${tuples.length} input_token_logprobs from logprob_start_len ${x.ctx - 1} of a ${x.prompt.length}-token prompt (expected ${x.tgt.length + 1})`);
+  if (tuples.length !== x.tgt.length + 1) throw serverError(`${w}: ${tuples.length} input_token_logprobs from logprob_start_len ${x.ctx - 1} of a ${x.prompt.length}-token prompt (expected ${x.tgt.length + 1})`);
   const lp = new Float32Array(x.tgt.length);
   for (let t = 0; t < lp.length; t++) {
     const e = tuples[t + 1]!;
-    if (e.id !== x.tgt[t]) throw new CompletionsBackendError(`${w}: input_token_logprobs[${t + 1}] is for token ${e.id}, the request has ${x.tgt[t]} there`);
+    if (e.id !== x.tgt[t]) throw serverError(`${w}: input_token_logprobs[${t + 1}] is for token ${e.id}, the request has ${x.tgt[t]} there`);
     lp[t] = e.lp as number;
   }
   return lp;

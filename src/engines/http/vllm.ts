@@ -9,7 +9,7 @@
  */
 import type { GenerateParams, GenerationOutput, GenerationRequest } from '../../contracts';
 import { finishOf, isTokenId, NEUTRAL_SCORING, serverTopK, type CompletionsDialect, type ScoringJob } from './dialect';
-import { CompletionsBackendError } from './errors';
+import { serverError } from '../../errors';
 
 export function vllmDialect(model: string, eos: ReadonlySet<number>): CompletionsDialect {
   return {
@@ -44,10 +44,10 @@ function generationBody(model: string, r: GenerationRequest, params: GeneratePar
 
 /** A completions answer object from `model`, with a "choices" array. */
 function answer(j: unknown, where: string, model: string): Record<string, unknown> {
-  if (typeof j !== 'object' || j === null || Array.isArray(j)) throw new CompletionsBackendError(`${where}: the answer is not a JSON object`);
+  if (typeof j !== 'object' || j === null || Array.isArray(j)) throw serverError(`${where}: the answer is not a JSON object`);
   const o = j as Record<string, unknown>;
-  if (o['model'] !== model) throw new CompletionsBackendError(`${where}: the answer comes from model ${JSON.stringify(o['model'])}, expected ${JSON.stringify(model)}`);
-  if (!Array.isArray(o['choices'])) throw new CompletionsBackendError(`${where}: the answer has no "choices" array`);
+  if (o['model'] !== model) throw serverError(`${where}: the answer comes from model ${JSON.stringify(o['model'])}, expected ${JSON.stringify(model)}`);
+  if (!Array.isArray(o['choices'])) throw serverError(`${where}: the answer has no "choices" array`);
   return o;
 }
 
@@ -57,37 +57,37 @@ function sampledIds(c: Record<string, unknown>, where: string): number[] {
   const fromTokens = Array.isArray(lp?.tokens) ? (lp!.tokens as unknown[]).map((t) => (typeof t === 'string' && /^token_id:\d+$/.test(t) ? Number(t.slice(9)) : null)) : null;
   if (Array.isArray(c['token_ids'])) {
     const t = c['token_ids'] as unknown[];
-    if (!t.every(isTokenId)) throw new CompletionsBackendError(`${where}: "token_ids" is not an array of token ids`);
+    if (!t.every(isTokenId)) throw serverError(`${where}: "token_ids" is not an array of token ids`);
     const ids = t as number[];
     if (fromTokens && fromTokens.every((x) => x !== null) && (fromTokens.length !== ids.length || fromTokens.some((x, k) => x !== ids[k]))) {
-      throw new CompletionsBackendError(`${where}: "token_ids" and logprobs.tokens disagree`);
+      throw serverError(`${where}: "token_ids" and logprobs.tokens disagree`);
     }
     return ids;
   }
   if (fromTokens && fromTokens.every((x) => x !== null)) return fromTokens as number[];
-  throw new CompletionsBackendError(`${where}: the choice has neither "token_ids" nor logprobs.tokens as "token_id:N" (start vLLM >= 0.10.2, or one that honours return_tokens_as_token_ids)`);
+  throw serverError(`${where}: the choice has neither "token_ids" nor logprobs.tokens as "token_id:N" (start vLLM >= 0.10.2, or one that honours return_tokens_as_token_ids)`);
 }
 
 function parseGeneration(o: Record<string, unknown>, where: string, r: GenerationRequest, eos: ReadonlySet<number>): GenerationOutput {
   const c = (o['choices'] as Record<string, unknown>[])[0];
-  if (c === undefined || typeof c !== 'object' || c === null) throw new CompletionsBackendError(`${where}: the answer has no choice`);
+  if (c === undefined || typeof c !== 'object' || c === null) throw serverError(`${where}: the answer has no choice`);
   const ids = sampledIds(c, where);
   const pids = c['prompt_token_ids'];
   if (Array.isArray(pids) && (pids.length !== r.ids.length || pids.some((x, k) => x !== r.ids[k]))) {
-    throw new CompletionsBackendError(`${where}: "prompt_token_ids" do not match the ${r.ids.length} prompt tokens sent`);
+    throw serverError(`${where}: "prompt_token_ids" do not match the ${r.ids.length} prompt tokens sent`);
   }
-  if (ids.length > r.maxNewTokens) throw new CompletionsBackendError(`${where}: ${ids.length} tokens returned, more than max_tokens ${r.maxNewTokens}`);
+  if (ids.length > r.maxNewTokens) throw serverError(`${where}: ${ids.length} tokens returned, more than max_tokens ${r.maxNewTokens}`);
   const lps = (c['logprobs'] as { token_logprobs?: unknown } | null | undefined)?.token_logprobs;
-  if (!Array.isArray(lps) || lps.length !== ids.length || lps.some((x) => typeof x !== 'number')) throw new CompletionsBackendError(`${where}: missing or malformed logprobs.token_logprobs (expected ${ids.length} numbers)`);
+  if (!Array.isArray(lps) || lps.length !== ids.length || lps.some((x) => typeof x !== 'number')) throw serverError(`${where}: missing or malformed logprobs.token_logprobs (expected ${ids.length} numbers)`);
   const fr = c['finish_reason'];
-  if (fr !== 'length' && fr !== 'stop') throw new CompletionsBackendError(`${where}: unknown finish_reason ${JSON.stringify(fr)}`);
+  if (fr !== 'length' && fr !== 'stop') throw serverError(`${where}: unknown finish_reason ${JSON.stringify(fr)}`);
   return { tokenIds: ids, logprobs: Float32Array.from(lps as number[]), finishReason: finishOf(ids, fr === 'stop', eos) };
 }
 
 /** One choice per item, matched by its `index` (else its position). */
 function scoringChoices(o: Record<string, unknown>, where: string, group: readonly ScoringJob[]): (Record<string, unknown> | undefined)[] {
   const choices = o['choices'] as Record<string, unknown>[];
-  if (choices.length !== group.length) throw new CompletionsBackendError(`${where}: ${choices.length} choices for ${group.length} prompts`);
+  if (choices.length !== group.length) throw serverError(`${where}: ${choices.length} choices for ${group.length} prompts`);
   const byIndex = new Map<number, Record<string, unknown>>();
   choices.forEach((c, n) => byIndex.set(typeof c?.['index'] === 'number' ? (c['index'] as number) : n, c));
   return group.map((_, g) => byIndex.get(g));
@@ -96,8 +96,8 @@ function scoringChoices(o: Record<string, unknown>, where: string, group: readon
 /** prompt_logprobs[ctx + t][target[t]].logprob for each target token. */
 function targetLogprobs(c: Record<string, unknown> | undefined, w: string, x: ScoringJob, g: number): Float32Array {
   const pl = c?.['prompt_logprobs'];
-  if (!Array.isArray(pl)) throw new CompletionsBackendError(`${w}: choice ${g} has no "prompt_logprobs" array`);
-  if (pl.length !== x.prompt.length) throw new CompletionsBackendError(`${w}: ${pl.length} prompt_logprobs for a ${x.prompt.length}-token prompt`);
+  if (!Array.isArray(pl)) throw serverError(`${w}: choice ${g} has no "prompt_logprobs" array`);
+  if (pl.length !== x.prompt.length) throw serverError(`${w}: ${pl.length} prompt_logprobs for a ${x.prompt.length}-token prompt`);
   const lp = new Float32Array(x.tgt.length);
   for (let t = 0; t < lp.length; t++) {
     const pos = x.ctx + t;
@@ -106,7 +106,7 @@ function targetLogprobs(c: Record<string, unknown> | undefined, w: string, x: Sc
     const v = entry?.[String(id)]?.logprob;
     if (typeof v !== 'number') {
       const keys = entry && typeof entry === 'object' ? Object.keys(entry).join(', ') : String(entry);
-      throw new CompletionsBackendError(`${w}: prompt_logprobs[${pos}] has no log-prob for the requested token ${id} (has: ${keys})`);
+      throw serverError(`${w}: prompt_logprobs[${pos}] has no log-prob for the requested token ${id} (has: ${keys})`);
     }
     lp[t] = v;
   }

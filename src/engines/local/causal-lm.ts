@@ -3,7 +3,8 @@
  * Batched sampling with a KV cache (`generate`) and teacher-forced target scoring
  * (`scoreTargets`, docs/algorithm.md §4); both run on the `ForwardModel` this class implements.
  */
-import { MempoRuntimeError, invalidArgument } from './errors';
+import { MempoError } from '../../errors';
+import { invalidArgument } from './errors';
 import { checkModelIO, locateModelFiles, readModelConfig, type ModelConfig, type ModelIO } from './model-dir';
 import { getOrt, type ExecutionProvider, type OrtSession, type OrtTensor, type SessionOptions } from './ort';
 import { KVCache } from './kv-cache';
@@ -71,7 +72,7 @@ export class CausalLM implements ForwardModel {
         executionProviders: options.executionProviders ?? options.sessionOptions?.executionProviders ?? ['cpu'],
       });
     } catch (err) {
-      throw new MempoRuntimeError('ERR_MODEL_IO', `ONNX Runtime could not open ${files.modelPath}: ${(err as Error).message}`);
+      throw new MempoError('ERR_MODEL_IO', `ONNX Runtime could not open ${files.modelPath}: ${(err as Error).message}`);
     }
     let io: ModelIO;
     try {
@@ -90,7 +91,7 @@ export class CausalLM implements ForwardModel {
     }
     if (tokenizer !== undefined && tokenizer.size > config.vocabSize) {
       await session.release();
-      throw new MempoRuntimeError(
+      throw new MempoError(
         'ERR_MODEL_CONFIG',
         `The tokenizer in ${tokenizer.dir} has ${tokenizer.size} ids but the model's vocab_size is ${config.vocabSize}`,
       );
@@ -113,7 +114,7 @@ export class CausalLM implements ForwardModel {
   /** One forward pass. Low level: shapes are the caller's responsibility. */
   async forward(input: ForwardInput): Promise<ForwardOutput> {
     const session = this.session;
-    if (session === undefined) throw new MempoRuntimeError('ERR_DISPOSED', `The model ${this.modelPath} has been disposed`);
+    if (session === undefined) throw new MempoError('ERR_DISPOSED', `The model ${this.modelPath} has been disposed`);
     const ort = getOrt();
     const { batch, seqLen, past } = input;
     const total = past.length + seqLen;
@@ -133,11 +134,11 @@ export class CausalLM implements ForwardModel {
       : ['logits'];
     const out = await session.run(feeds, fetches);
     const logitsT = out['logits'] as OrtTensor | undefined;
-    if (logitsT === undefined) throw new MempoRuntimeError('ERR_MODEL_IO', `${this.modelPath} returned no logits`);
+    if (logitsT === undefined) throw new MempoError('ERR_MODEL_IO', `${this.modelPath} returned no logits`);
     const V = this.config.vocabSize;
     const dims = logitsT.dims;
     if (dims.length !== 3 || dims[0] !== batch || dims[1] !== seqLen || dims[2] !== V) {
-      throw new MempoRuntimeError(
+      throw new MempoError(
         'ERR_MODEL_IO',
         `${this.modelPath} returned logits of shape [${dims.join(', ')}], expected [${batch}, ${seqLen}, ${V}]`,
       );
@@ -148,7 +149,7 @@ export class CausalLM implements ForwardModel {
       const values = this.io.presentValueNames.map((n) => out[n] as OrtTensor);
       const d = keys[0]!.dims;
       if (d[0] !== batch || d[1] !== this.config.numKvHeads || d[2] !== total || d[3] !== this.config.headDim) {
-        throw new MempoRuntimeError(
+        throw new MempoError(
           'ERR_MODEL_IO',
           `${this.modelPath} returned ${this.io.presentKeyNames[0]} of shape [${d.join(', ')}], expected ` +
             `[${batch}, ${this.config.numKvHeads}, ${total}, ${this.config.headDim}]`,

@@ -1,40 +1,22 @@
 /**
- * Errors raised by the model runtime. Every error has a stable `code` and a message that names
- * the file, tensor or item at fault.
+ * Helpers for the model runtime's errors (MempoError, src/errors.ts): the package-wide
+ * "Expected X for Y but received Z" wording with the runtime's way of showing a value.
  */
 import { Shown, expected } from '../../validate';
+import { MempoError, type RuntimeErrorCode } from '../../errors';
 
-export type RuntimeErrorCode =
-  | 'ERR_MODEL_FILE_MISSING'
-  | 'ERR_MODEL_CONFIG'
-  | 'ERR_MODEL_IO'
-  | 'ERR_TOKENIZER'
-  | 'ERR_INVALID_ARGUMENT'
-  | 'ERR_CONTEXT_TOO_LONG'
-  | 'ERR_EMPTY_TARGET'
-  | 'ERR_EMPTY_CONTEXT'
-  | 'ERR_TOKEN_OUT_OF_VOCAB'
-  | 'ERR_DISPOSED';
-
-export class MempoRuntimeError extends Error {
-  readonly code: RuntimeErrorCode;
-  constructor(code: RuntimeErrorCode, message: string) {
-    super(message);
-    this.name = 'MempoRuntimeError';
-    this.code = code;
-  }
-}
+export { MempoRuntimeError, type RuntimeErrorCode } from '../../errors';
 
 /**
  * "Expected <what> for <argument> but received <value>": the package-wide wording of
  * src/validate.ts, with the value written by `describe` below.
  */
-export function expectedError(code: RuntimeErrorCode, what: string, argument: string, value: unknown): MempoRuntimeError {
-  return new MempoRuntimeError(code, expected(what, argument, new Shown(describe(value))));
+export function expectedError(code: RuntimeErrorCode, what: string, argument: string, value: unknown): MempoError {
+  return new MempoError(code, expected(what, argument, new Shown(describe(value))));
 }
 
 /** A bad argument (`ERR_INVALID_ARGUMENT`), in the package-wide wording. */
-export function invalidArgument(what: string, argument: string, value: unknown): MempoRuntimeError {
+export function invalidArgument(what: string, argument: string, value: unknown): MempoError {
   return expectedError('ERR_INVALID_ARGUMENT', what, argument, value);
 }
 

@@ -1,16 +1,16 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
-import { MempoRuntimeError } from './errors';
+import { MempoError } from '../../errors';
 
 /** Throws ERR_MODEL_FILE_MISSING naming `path` when it does not exist. `what` says what it is for. */
 export function requireFile(path: string, what: string): void {
   if (!existsSync(path) || !statSync(path).isFile()) {
-    throw new MempoRuntimeError('ERR_MODEL_FILE_MISSING', `Missing ${what}: ${path} does not exist`);
+    throw new MempoError('ERR_MODEL_FILE_MISSING', `Missing ${what}: ${path} does not exist`);
   }
 }
 
 export function requireDirectory(path: string, what: string): void {
   if (!existsSync(path) || !statSync(path).isDirectory()) {
-    throw new MempoRuntimeError('ERR_MODEL_FILE_MISSING', `Missing ${what}: directory ${path} does not exist`);
+    throw new MempoError('ERR_MODEL_FILE_MISSING', `Missing ${what}: directory ${path} does not exist`);
   }
 }
 
@@ -21,10 +21,10 @@ export function readJson(path: string, what: string): Record<string, unknown> {
   try {
     parsed = JSON.parse(readFileSync(path, 'utf8'));
   } catch (err) {
-    throw new MempoRuntimeError('ERR_MODEL_CONFIG', `Could not parse ${what} ${path}: ${(err as Error).message}`);
+    throw new MempoError('ERR_MODEL_CONFIG', `Could not parse ${what} ${path}: ${(err as Error).message}`);
   }
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
-    throw new MempoRuntimeError('ERR_MODEL_CONFIG', `Expected a JSON object in ${what} ${path}`);
+    throw new MempoError('ERR_MODEL_CONFIG', `Expected a JSON object in ${what} ${path}`);
   }
   return parsed as Record<string, unknown>;
 }

@@ -2,7 +2,8 @@
  * Request checks of `generate`: the options resolved to their defaults, and each prompt turned
  * into a sequence (ids checked, truncated if asked, its own token budget and sampling stream).
  */
-import { MempoRuntimeError, invalidArgument } from './errors';
+import { MempoError } from '../../errors';
+import { invalidArgument } from './errors';
 import { createRng, type Rng } from '../../rng';
 import type { SamplingParams } from './sampler';
 import { StopMatcher } from './stop';
@@ -66,7 +67,7 @@ function stopMatcher(model: ForwardModel, options: GenerateOptions): StopMatcher
     throw invalidArgument('an array of non-empty strings', 'options.stop', stops);
   }
   if (stops.length > 0 && model.tokenizer === undefined) {
-    throw new MempoRuntimeError('ERR_INVALID_ARGUMENT', 'Stop strings need a tokenizer but the model was loaded without one');
+    throw new MempoError('ERR_INVALID_ARGUMENT', 'Stop strings need a tokenizer but the model was loaded without one');
   }
   const stopIds = options.stopTokenIds === undefined ? [] : Array.from(checkTokenIds(options.stopTokenIds, V, 'options.stopTokenIds'));
   const eosIds = options.eosTokenIds === undefined ? model.eosTokenIds : Array.from(checkTokenIds(options.eosTokenIds, V, 'options.eosTokenIds'));
@@ -112,10 +113,10 @@ export function preparePrompt(model: ForwardModel, p: PromptInput, index: number
   const isObj = p !== null && typeof p === 'object' && !Array.isArray(p) && !ArrayBuffer.isView(p) && 'ids' in p;
   const rawIds = isObj ? (p as { ids: ArrayLike<number> }).ids : (p as ArrayLike<number>);
   let ids = checkTokenIds(rawIds, V, `prompts[${index}]`);
-  if (ids.length === 0) throw new MempoRuntimeError('ERR_EMPTY_CONTEXT', `prompts[${index}] is empty; a prompt needs at least one token`);
+  if (ids.length === 0) throw new MempoError('ERR_EMPTY_CONTEXT', `prompts[${index}] is empty; a prompt needs at least one token`);
   if (ids.length >= maxPos) {
     if (opts.truncate === 'error') {
-      throw new MempoRuntimeError(
+      throw new MempoError(
         'ERR_CONTEXT_TOO_LONG',
         `prompts[${index}] has ${ids.length} tokens but the model's maximum length is ${maxPos} (room for at least one new token is needed; pass truncate: 'left' to keep the last tokens)`,
       );

@@ -6,7 +6,7 @@
  */
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { MempoRuntimeError } from './errors';
+import { MempoError } from '../../errors';
 import { readJson, requireDirectory, requireFile } from './files';
 
 export interface ModelConfig {
@@ -47,7 +47,7 @@ export function locateModelFiles(dir: string, modelFile?: string): ModelFiles {
     const candidates = [join(root, 'model.onnx'), join(root, 'onnx', 'model.onnx')];
     const found = candidates.find((p) => existsSync(p));
     if (found === undefined) {
-      throw new MempoRuntimeError(
+      throw new MempoError(
         'ERR_MODEL_FILE_MISSING',
         `Missing ONNX model: neither ${candidates.join(' nor ')} exists (pass modelFile to choose another file)`,
       );
@@ -62,7 +62,7 @@ function positiveInt(cfg: Record<string, unknown>, keys: string[], path: string)
     const v = cfg[k];
     if (typeof v === 'number' && Number.isInteger(v) && v > 0) return v;
   }
-  throw new MempoRuntimeError(
+  throw new MempoError(
     'ERR_MODEL_CONFIG',
     `Expected a positive integer ${keys.map((k) => `"${k}"`).join(' or ')} in ${path}`,
   );
@@ -88,7 +88,7 @@ export function readModelConfig(files: ModelFiles): ModelConfig {
   } else {
     const hidden = positiveInt(raw, ['hidden_size', 'n_embd'], path);
     if (hidden % numHeads !== 0) {
-      throw new MempoRuntimeError('ERR_MODEL_CONFIG', `hidden_size ${hidden} is not a multiple of num_attention_heads ${numHeads} in ${path}`);
+      throw new MempoError('ERR_MODEL_CONFIG', `hidden_size ${hidden} is not a multiple of num_attention_heads ${numHeads} in ${path}`);
     }
     headDim = hidden / numHeads;
   }
@@ -194,7 +194,7 @@ export function checkModelIO(
   checkMeta(outputMetadata, outExpect);
 
   if (problems.length > 0) {
-    throw new MempoRuntimeError(
+    throw new MempoError(
       'ERR_MODEL_IO',
       `The ONNX model ${modelPath} does not fit the text-generation-with-past contract ` +
         `(config.json: ${L} layers, ${config.numKvHeads} kv heads, head_dim ${config.headDim}, vocab ${config.vocabSize}): ` +

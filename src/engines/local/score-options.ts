@@ -3,7 +3,8 @@
  * checked (and its context truncated on the left if asked).
  */
 import { gatherLogProbs } from '../../kernels/gather-log-probs';
-import { MempoRuntimeError, invalidArgument } from './errors';
+import { MempoError } from '../../errors';
+import { invalidArgument } from './errors';
 import type { ForwardModel, GatherFn, ScoreItem, ScoreOptions } from './types';
 import { checkTokenIds } from './validate';
 
@@ -36,7 +37,7 @@ export function resolveScoreOptions(model: ForwardModel, options: ScoreOptions):
   const padding = options.padding ?? 'right';
   if (padding !== 'right' && padding !== 'left') throw invalidArgument("'right' or 'left'", 'options.padding', padding);
   if (padding === 'left' && !model.io.hasPositionIds) {
-    throw new MempoRuntimeError('ERR_INVALID_ARGUMENT', `padding: 'left' needs position_ids, which ${model.modelPath} does not take`);
+    throw new MempoError('ERR_INVALID_ARGUMENT', `padding: 'left' needs position_ids, which ${model.modelPath} does not take`);
   }
   const truncate = options.truncate ?? 'error';
   if (truncate !== 'error' && truncate !== 'left') throw invalidArgument("'error' or 'left'", 'options.truncate', truncate);
@@ -60,15 +61,15 @@ export function prepareItem(model: ForwardModel, item: ScoreItem, index: number,
   if (item === null || typeof item !== 'object') throw invalidArgument('{ contextIds, targetIds }', `items[${index}]`, item);
   let context = checkTokenIds(item.contextIds, V, `items[${index}].contextIds`);
   const targetIds = checkTokenIds(item.targetIds, V, `items[${index}].targetIds`);
-  if (targetIds.length === 0) throw new MempoRuntimeError('ERR_EMPTY_TARGET', `items[${index}].targetIds is empty; there is nothing to score`);
+  if (targetIds.length === 0) throw new MempoError('ERR_EMPTY_TARGET', `items[${index}].targetIds is empty; there is nothing to score`);
   if (context.length === 0) {
-    throw new MempoRuntimeError('ERR_EMPTY_CONTEXT', `items[${index}].contextIds is empty; the first target token needs at least one context token`);
+    throw new MempoError('ERR_EMPTY_CONTEXT', `items[${index}].contextIds is empty; the first target token needs at least one context token`);
   }
   const length = context.length + targetIds.length;
   if (length > maxPos) {
     const keep = maxPos - targetIds.length;
     if (truncate === 'error' || keep < 1) {
-      throw new MempoRuntimeError(
+      throw new MempoError(
         'ERR_CONTEXT_TOO_LONG',
         `items[${index}] has ${context.length} context + ${targetIds.length} target tokens = ${length}, more than the model's maximum length ${maxPos}` +
           (keep < 1 ? '' : " (pass truncate: 'left' to drop the oldest context tokens)"),

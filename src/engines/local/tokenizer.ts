@@ -4,7 +4,8 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { MempoRuntimeError, invalidArgument } from './errors';
+import { MempoError } from '../../errors';
+import { invalidArgument } from './errors';
 import { readJson, requireDirectory } from './files';
 import { loadTransformers, type TransformersTokenizer } from './esm';
 
@@ -71,7 +72,7 @@ export class Tokenizer {
     try {
       tok = new Cls(tokenizerJson, config);
     } catch (err) {
-      throw new MempoRuntimeError('ERR_TOKENIZER', `Could not build the tokenizer from ${root}: ${(err as Error).message}`);
+      throw new MempoError('ERR_TOKENIZER', `Could not build the tokenizer from ${root}: ${(err as Error).message}`);
     }
     return new Tokenizer(root, tok);
   }
@@ -119,7 +120,7 @@ export class Tokenizer {
   renderChat(messages: readonly ChatMessage[], options: ChatTemplateOptions = {}): string {
     this.checkMessages(messages);
     if (options.chatTemplate === undefined && this.chatTemplate === undefined) {
-      throw new MempoRuntimeError(
+      throw new MempoError(
         'ERR_TOKENIZER',
         `The tokenizer in ${this.dir} has no chat_template (tokenizer_config.json or chat_template.jinja)`,
       );

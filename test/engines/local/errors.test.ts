@@ -4,7 +4,7 @@
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CausalLM } from '../../../src/engines/local/causal-lm';
-import { MempoRuntimeError } from '../../../src/engines/local/errors';
+import { MempoError } from '../../../src/errors';
 import { Tokenizer } from '../../../src/engines/local/tokenizer';
 import { checkModelIO, type ModelConfig } from '../../../src/engines/local/model-dir';
 import { MAX_POS, MODEL_CONFIG, MODEL_DIR, VOCAB, modelCopy } from './helpers';
@@ -28,8 +28,8 @@ async function codeOf(p: Promise<unknown>): Promise<string | undefined> {
   try {
     await p;
   } catch (err) {
-    expect(err).toBeInstanceOf(MempoRuntimeError);
-    return (err as MempoRuntimeError).code;
+    expect(err).toBeInstanceOf(MempoError);
+    return (err as MempoError).code;
   }
   return undefined;
 }
