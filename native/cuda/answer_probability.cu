@@ -2,8 +2,8 @@
 // of native/cpu/answer_probability.cc: mask set and logp above the threshold, NaN never kept).
 #include <cstdint>
 
-#include "answer_probability_kernels.cuh"
 #include "common.cuh"
+#include "answer_probability_kernels.cuh"
 
 namespace mempo {
 namespace cuda {

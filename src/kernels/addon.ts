@@ -1,6 +1,7 @@
 /**
- * The native addon's surface (native/binding.cc). Arguments arrive already validated by the
- * TypeScript wrappers; the C++ side re-checks shapes as a backstop and never trusts them.
+ * The native addon's surface (registered in native/binding.cc, defined in native/napi).
+ * Arguments arrive already validated by the TypeScript wrappers; the C++ side re-checks shapes
+ * as a backstop and never trusts them.
  */
 
 /**

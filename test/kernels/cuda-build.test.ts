@@ -156,7 +156,10 @@ if (!present) {
             expect(b.backend()).toBe('native');
             expect(() => b.setBackend('native-cuda')).toThrow(/^Cannot use the 'native-cuda' backend: no usable CUDA device: /);
             expect(b.backend()).toBe('native');
-            expect(() => b.uploadToDevice(new Float32Array(2))).toThrow(/^Cannot use the 'native-cuda' backend: /);
+            expect(() => b.uploadToDevice(new Float32Array(2))).toThrow(/^Cannot use the 'native-cuda' backend: no usable CUDA device: /);
+            expect(() => b.gatherLogProbsOnDevice({} as never, new Int32Array(1), 1, 2)).toThrow(
+              /^Cannot use the 'native-cuda' backend: no usable CUDA device: /,
+            );
           } else {
             expect(b.backend()).toBe('native-cuda');
             b.setBackend('native');
