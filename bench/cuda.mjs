@@ -93,9 +93,9 @@ for (const R of quick ? [32] : [256, 4608]) {
   if (haveCuda) {
     be.setBackend('native-cuda');
     const t0 = process.hrtime.bigint();
-    const buf = be.uploadToDevice(logits);
+    const buf = mempo.uploadToDevice(logits);
     const uploadMs = Number(process.hrtime.bigint() - t0) / 1e6;
-    const ms = { 'native-cuda': time(() => be.gatherLogProbsOnDevice(buf, targets, R, V), 10, 2) };
+    const ms = { 'native-cuda': time(() => mempo.gatherLogProbsOnDevice(buf, targets, R, V), 10, 2) };
     report('gatherLogProbs (DeviceBuffer)', `R=${R} V=${V}`, ms, bytes);
     rows[rows.length - 1].uploadMs = uploadMs;
     log(`${''.padEnd(30)} ${'(one-time upload)'.padEnd(30)} ${uploadMs.toFixed(1)} ms`);

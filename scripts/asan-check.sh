@@ -13,4 +13,6 @@ export LD_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=lib
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export MEMPO_NATIVE_BINDING="$PWD/build-asan/Release/mempo.node"
-npx jest test/scoring.test.ts test/advantage.test.ts test/loss.test.ts test/parity.test.ts test/backend.test.ts --selectProjects native "$@"
+# (--selectProjects takes every word up to the next flag: keep the paths after --verbose.)
+npx jest --selectProjects kernels:native --verbose test/kernels/answer-probability.test.ts test/kernels/advantage.test.ts \
+  test/kernels/ppo-policy-loss.test.ts test/kernels/parity.test.ts test/kernels/backend.test.ts "$@"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU (driver + nvcc + cmake; node_modules installed): build the
-# CUDA addon, run the CUDA/CPU/JS parity tests (test/cuda-parity.test.ts, where a skip is a
+# CUDA addon, run the CUDA/CPU/JS parity tests (test/kernels/cuda-parity.test.ts, where a skip is a
 # failure here) and the CUDA vs CPU vs JS benchmark (bench/cuda.mjs). Budget: about 5 minutes
 # (each step has its own timeout). Exit status non-zero on any failure.
 #
@@ -51,8 +51,8 @@ step "TypeScript build for the benchmark (dist/)"
 timeout 120 npx tsc -p tsconfig.build.json
 node scripts/write-esm-entry.js
 
-step "parity: CUDA = CPU = JS (test/cuda-parity.test.ts)"
-MEMPO_REQUIRE_CUDA=$require_gpu timeout 180 npx jest --selectProjects native --verbose test/cuda-parity.test.ts 2>&1 | tee "$out/parity.log"
+step "parity: CUDA = CPU = JS (test/kernels/cuda-parity.test.ts)"
+MEMPO_REQUIRE_CUDA=$require_gpu timeout 180 npx jest --selectProjects kernels:native --verbose test/kernels/cuda-parity.test.ts 2>&1 | tee "$out/parity.log"
 
 step "benchmark: CUDA vs CPU vs JS (bench/cuda.mjs)"
 bench_args=(--out "$out/bench-cuda.json")

@@ -3,8 +3,8 @@
  * The kernel API below is stable: names and argument order are fixed for trainers that depend
  * on them. Every kernel validates its input, then runs on the native addon or the pure-JS twin.
  */
-export { backend, setBackend, nativeLoadErrors } from './kernels/backend';
-export type { Backend } from './kernels/backend';
+export { backend, setBackend, nativeLoadErrors, uploadToDevice, gatherLogProbsOnDevice } from './kernels/backend';
+export type { Backend, NativeDeviceBuffer } from './kernels/backend';
 
 export { extractSolution, normalizeAnswer, emCheck, f1Score, validateFormat, computeScore } from './kernels/outcome-reward';
 export type { FormatResult, ComputeScoreOptions } from './kernels/outcome-reward';

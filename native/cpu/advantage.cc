@@ -4,11 +4,13 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels.h"
+#include "../kernels.h"
+#include "advantage.h"
 #include "parallel.h"
 #include "simd.h"
 
 namespace mempo {
+namespace cpu {
 
 void group_normalize(const double* values, const int32_t* groups, int64_t n, int32_t group_count, double eps,
                      bool norm_by_std, double* out) {
@@ -99,4 +101,20 @@ void write_spans(const double* values, const int32_t* spans, int64_t m, int64_t 
   });
 }
 
+void outcome_advantage(const double* scores, const int32_t* groups, int64_t rows, int32_t group_count, double eps,
+                       bool norm_by_std, const uint8_t* mask, int64_t cols, float* out) {
+  std::vector<double> adv(rows);
+  group_normalize(scores, groups, rows, group_count, eps, norm_by_std, adv.data());
+  broadcast_rows(adv.data(), mask, rows, cols, out);
+}
+
+void memory_advantage(const double* rewards, const int32_t* groups, int64_t m, int32_t group_count, double eps,
+                      bool norm_by_std, const int32_t* spans, int64_t rows, int64_t cols, bool out_zeroed,
+                      float* out) {
+  std::vector<double> adv(m);
+  group_normalize(rewards, groups, m, group_count, eps, norm_by_std, adv.data());
+  write_spans(adv.data(), spans, m, rows, cols, !out_zeroed, out);
+}
+
+}  // namespace cpu
 }  // namespace mempo

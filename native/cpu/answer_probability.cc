@@ -1,8 +1,9 @@
 #include <cmath>
 
-#include "kernels.h"
+#include "../kernels.h"
 
 namespace mempo {
+namespace cpu {
 
 void answer_probability(const float* logp, const uint8_t* mask, int64_t rows, int64_t cols, double threshold,
                         float* out) {
@@ -20,4 +21,5 @@ void answer_probability(const float* logp, const uint8_t* mask, int64_t rows, in
   }
 }
 
+}  // namespace cpu
 }  // namespace mempo

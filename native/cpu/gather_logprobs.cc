@@ -4,11 +4,12 @@
 #include <cmath>
 #include <limits>
 
-#include "kernels.h"
+#include "../kernels.h"
 #include "parallel.h"
 #include "simd.h"
 
 namespace mempo {
+namespace cpu {
 namespace {
 
 constexpr int64_t kBlock = 2048;  // floats: 8 KiB, well inside L1d
@@ -111,7 +112,5 @@ void gather_log_probs(const float* logits, const int32_t* targets, int64_t rows,
   });
 }
 
-const char* simd_path() { return cpu_has_avx2() ? "avx2" : "scalar"; }
-int thread_count() { return configured_threads(); }
-
+}  // namespace cpu
 }  // namespace mempo

@@ -4,11 +4,12 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels.h"
+#include "../kernels.h"
 #include "parallel.h"
 #include "simd.h"
 
 namespace mempo {
+namespace cpu {
 namespace {
 
 struct Partial {
@@ -21,7 +22,7 @@ inline double clampd(double v, double lo, double hi) { return v < lo ? lo : (v >
 
 struct TokenParams {
   double lo, hi, clip_c, kl_coef;
-  int kl_type;
+  KlType kl_type;
 };
 
 // One token in double precision: the reference path (KL terms, tails, CPUs without AVX2).
@@ -54,13 +55,13 @@ inline void token_scalar(const float* logp, const float* old_logp, const float* 
   }
   p.pg += w * l;
   double gk = 0.0;
-  if (tp.kl_type != 0) {
+  if (tp.kl_type != kKlNone) {
     const double diff = double(logp[i]) - double(ref_logp[i]);
     double kld;
-    if (tp.kl_type == 1) {
+    if (tp.kl_type == kKlK1) {
       kld = diff;
       gk = 1.0;
-    } else if (tp.kl_type == 2) {
+    } else if (tp.kl_type == kKlK2) {
       kld = 0.5 * diff * diff;
       gk = diff;
     } else {
@@ -131,7 +132,7 @@ MEMPO_AVX2_TARGET int64_t row_avx2(const float* logp, const float* old_logp, con
 
 PpoLossResult ppo_policy_loss(const float* logp, const float* old_logp, const float* adv, const uint8_t* mask,
                               int64_t rows, int64_t cols, double clip_low, double clip_high, double clip_c,
-                              int agg_mode, const float* ref_logp, double kl_coef, int kl_type, float* grad) {
+                              AggMode agg_mode, const float* ref_logp, double kl_coef, KlType kl_type, float* grad) {
   // Aggregation weights: loss = sum over mask tokens of row_weight[r] * loss_t.
   std::vector<int64_t> per_row(rows, 0);
   parallel_for(rows, std::max<int64_t>(1, (int64_t{1} << 18) / cols), [&](int64_t r0, int64_t r1, int) {
@@ -150,13 +151,13 @@ PpoLossResult ppo_policy_loss(const float* logp, const float* old_logp, const fl
   std::vector<double> row_weight(rows, 0.0);
   for (int64_t r = 0; r < rows; ++r) {
     if (per_row[r] == 0) continue;
-    row_weight[r] = agg_mode == 0 ? 1.0 / double(tokens)
-                    : agg_mode == 1 ? 1.0 / double(live_rows)
-                                    : 1.0 / (double(live_rows) * double(per_row[r]));
+    row_weight[r] = agg_mode == kAggTokenMean ? 1.0 / double(tokens)
+                    : agg_mode == kAggSeqMeanTokenSum ? 1.0 / double(live_rows)
+                                                      : 1.0 / (double(live_rows) * double(per_row[r]));
   }
 
   const TokenParams tp{1.0 - clip_low, 1.0 + clip_high, clip_c, kl_coef, kl_type};
-  const bool avx2 = cpu_has_avx2() && kl_type == 0;
+  const bool avx2 = cpu_has_avx2() && kl_type == kKlNone;
   std::vector<Partial> partial(configured_threads());
   parallel_for(rows, std::max<int64_t>(1, (int64_t{1} << 16) / cols), [&](int64_t r0, int64_t r1, int worker) {
     Partial p;
@@ -186,4 +187,5 @@ PpoLossResult ppo_policy_loss(const float* logp, const float* old_logp, const fl
   return res;
 }
 
+}  // namespace cpu
 }  // namespace mempo

@@ -1,4 +1,4 @@
-// answerProbability, and the two advantages: per-group statistics (mean, unbiased std,
+// The two advantages: per-group statistics (mean, unbiased std,
 // singleton -> mean 0 std 1; native/cpu/advantage.cc) computed on the device one block per
 // group over a host-built member list (a counting sort of the group ids, O(n)), so the sums
 // have a fixed order and results are deterministic; then the [rows, cols] writes: a masked
@@ -44,25 +44,6 @@ void normalize_on_device(Session& s, cudaStream_t st, const double* values, cons
 
 }  // namespace
 
-void answer_probability(const float* logp, const uint8_t* mask, int64_t rows, int64_t cols, double threshold,
-                        float* out) {
-  if (rows == 0) return;
-  Session s;
-  const size_t n = size_t(rows * cols);
-  s.reserve({sizeof(float) * n, n, sizeof(float) * size_t(rows)});
-  cudaStream_t st = s.stream(0);
-  float* d_logp = s.slot<float>(0);
-  uint8_t* d_mask = s.slot<uint8_t>(1);
-  float* d_out = s.slot<float>(2);
-  check(cudaMemcpyAsync(d_logp, logp, sizeof(float) * n, cudaMemcpyHostToDevice, st), "cudaMemcpyAsync (logp)");
-  check(cudaMemcpyAsync(d_mask, mask, n, cudaMemcpyHostToDevice, st), "cudaMemcpyAsync (ansMask)");
-  MEMPO_LAUNCH(answer_prob_kernel, grid_for(rows * 32, kAdvThreads, s.sm_count()), kAdvThreads, st, d_logp, d_mask,
-               rows, cols, threshold, d_out);
-  check_launch("answer_probability kernel launch");
-  check(cudaMemcpyAsync(out, d_out, sizeof(float) * size_t(rows), cudaMemcpyDeviceToHost, st), "cudaMemcpyAsync (out)");
-  s.sync();
-}
-
 void outcome_advantage(const double* scores, const int32_t* groups, int64_t rows, int32_t group_count, double eps,
                        bool norm_by_std, const uint8_t* mask, int64_t cols, float* out) {
   if (rows == 0) return;
@@ -82,8 +63,10 @@ void outcome_advantage(const double* scores, const int32_t* groups, int64_t rows
   s.sync();
 }
 
+// out_zeroed is of no use here: the device result is cleared and all of it copied into out.
 void memory_advantage(const double* rewards, const int32_t* groups, int64_t m, int32_t group_count, double eps,
-                      bool norm_by_std, const int32_t* spans, int64_t rows, int64_t cols, float* out) {
+                      bool norm_by_std, const int32_t* spans, int64_t rows, int64_t cols, bool /*out_zeroed*/,
+                      float* out) {
   const size_t n = size_t(rows * cols);
   if (n == 0) return;
   Session s;

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <string>
 
-#include "cuda_kernels.h"
+#include "runtime.h"
 #include "device.cuh"
 
 // kernel<<<grid, block, 0, stream>>>(args...), spelled as a macro so the CPU emulation build

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common.cuh"
-#include "gather_kernels.cuh"
+#include "gather_logprobs_kernels.cuh"
 
 namespace mempo {
 namespace cuda {

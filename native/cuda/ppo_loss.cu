@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "common.cuh"
-#include "ppo_kernels.cuh"
+#include "ppo_loss_kernels.cuh"
 
 namespace mempo {
 namespace cuda {
@@ -16,12 +16,12 @@ using namespace kern;
 
 PpoLossResult ppo_policy_loss(const float* logp, const float* old_logp, const float* adv, const uint8_t* mask,
                               int64_t rows, int64_t cols, double clip_low, double clip_high, double clip_c,
-                              int agg_mode, const float* ref_logp, double kl_coef, int kl_type, float* grad) {
+                              AggMode agg_mode, const float* ref_logp, double kl_coef, KlType kl_type, float* grad) {
   PpoLossResult res{0.0, 0.0, 0.0, 0.0};
   if (rows == 0) return res;
   Session s;
   const size_t n = size_t(rows * cols);
-  const bool with_ref = kl_type != 0 && ref_logp != nullptr;
+  const bool with_ref = kl_type != kKlNone && ref_logp != nullptr;
   const unsigned grid = grid_for(int64_t(n), kPpoThreads, s.sm_count());
   // Slots: 0 logp, 1 old, 2 adv, 3 mask, 4 ref, 5 grad, 6 per_row, 7 row_weight, 8 partials.
   s.reserve({sizeof(float) * n, sizeof(float) * n, sizeof(float) * n, n, with_ref ? sizeof(float) * n : 0,
@@ -62,7 +62,7 @@ PpoLossResult ppo_policy_loss(const float* logp, const float* old_logp, const fl
   check(cudaStreamSynchronize(up), "cudaStreamSynchronize");
 
   MEMPO_LAUNCH(ppo_kernel, grid, kPpoThreads, st, d_logp, d_old, d_adv, d_mask, d_weight, rows, cols, 1.0 - clip_low,
-               1.0 + clip_high, clip_c, with_ref ? d_ref : nullptr, kl_coef, with_ref ? kl_type : 0, d_grad,
+               1.0 + clip_high, clip_c, with_ref ? d_ref : nullptr, kl_coef, with_ref ? kl_type : kKlNone, d_grad,
                d_partials);
   check_launch("ppo_policy_loss kernel launch");
   std::vector<BlockPartial> partials(grid);

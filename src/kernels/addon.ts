@@ -1,7 +1,20 @@
 /**
- * The native addon's surface (native/binding.cc). Arguments arrive already validated by the
- * TypeScript wrappers; the C++ side re-checks shapes as a backstop and never trusts them.
+ * The native addon's surface (registered in native/binding.cc, defined in native/napi).
+ * Arguments arrive already validated by the TypeScript wrappers; the C++ side re-checks shapes
+ * as a backstop and never trusts them.
  */
+
+/**
+ * The integer codes of the addon's enum arguments: the TypeScript half of the one table per side
+ * of the addon boundary (the C++ half is native/enums.h; test/kernels/native-sources.test.ts
+ * checks that the two agree). docs/algorithm.md §6.
+ */
+export const AGG_MODE_CODES = { 'token-mean': 0, 'seq-mean-token-sum': 1, 'seq-mean-token-mean': 2 } as const;
+/** klType codes; 'none' when there is no reference policy, 'k3' and 'low_var_kl' are one estimator. */
+export const KL_TYPE_CODES = { none: 0, k1: 1, k2: 2, k3: 3, low_var_kl: 3 } as const;
+export type AggModeCode = (typeof AGG_MODE_CODES)[keyof typeof AGG_MODE_CODES];
+export type KlTypeCode = (typeof KL_TYPE_CODES)[keyof typeof KL_TYPE_CODES];
+
 export interface NativeAddon {
   /** `logits` may also be a DeviceBuffer (CUDA builds): logits kept in device memory across calls. */
   gatherLogProbs(logits: Float32Array | NativeDeviceBuffer, targets: Int32Array, rows: number, vocab: number): Float32Array;
@@ -36,10 +49,10 @@ export interface NativeAddon {
     clipLow: number,
     clipHigh: number,
     clipC: number,
-    aggMode: number,
+    aggMode: AggModeCode,
     refLogp: Float32Array | null,
     klCoef: number,
-    klType: number,
+    klType: KlTypeCode,
   ): { loss: number; grad: Float32Array; clipFrac: number; approxKl: number; kl: number };
   readBandwidth(buffer: Float32Array, repeats: number): number;
   info(): NativeInfo;

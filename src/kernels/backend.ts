@@ -169,27 +169,31 @@ export function nativeInfo(): NativeInfo | null {
   return addon ? addon.info() : null;
 }
 
+/** Throws, saying why, unless the 'native-cuda' backend is selected (a CUDA build and a usable device). */
+function requireCudaBackend(): NativeAddon {
+  if (backend() === 'native-cuda') return nativeAddon()!;
+  const addon = ensureLoaded().addon;
+  const why = !addon
+    ? loadFailure().message
+    : (cudaUnavailable(addon) ?? `the current backend is '${backend()}'; call setBackend('native-cuda') first`);
+  throw cudaFailure(why);
+}
+
 /**
- * Upload logits once and keep them in GPU memory: the returned DeviceBuffer can be passed to the
- * addon's gatherLogProbs in place of the Float32Array (see native/cuda/README.md). Needs the
- * 'native-cuda' backend; call free() when done (garbage collection frees it too, but late).
+ * Upload logits once and keep them in GPU memory: the returned DeviceBuffer can be passed to
+ * gatherLogProbsOnDevice (or the addon's gatherLogProbs) in place of the Float32Array (see
+ * native/cuda/README.md). Needs the 'native-cuda' backend, else throws "Cannot use the
+ * 'native-cuda' backend: <why>"; call free() when done (garbage collection frees it too, but late).
  */
 export function uploadToDevice(data: Float32Array): NativeDeviceBuffer {
   if (Object.prototype.toString.call(data) !== '[object Float32Array]') throw typeError('Float32Array', 'data', data);
-  if (backend() !== 'native-cuda') {
-    const addon = ensureLoaded().addon;
-    const why = !addon
-      ? loadFailure().message
-      : (cudaUnavailable(addon) ?? `the current backend is '${backend()}'; call setBackend('native-cuda') first`);
-    throw cudaFailure(why);
-  }
-  const addon = ensureLoaded().addon!;
-  return new addon.DeviceBuffer!(data);
+  return new (requireCudaBackend().DeviceBuffer!)(data);
 }
 
 /**
  * log_softmax(logits[r])[targets[r]] with logits already on the GPU (uploadToDevice); same result
- * as gatherLogProbs on the same values. Needs the 'native-cuda' backend.
+ * as gatherLogProbs on the same values. Needs the 'native-cuda' backend (throws, saying why,
+ * like uploadToDevice); shapes and token ids are checked by the addon, with gatherLogProbs' wording.
  */
 export function gatherLogProbsOnDevice(
   logits: NativeDeviceBuffer,
@@ -197,8 +201,5 @@ export function gatherLogProbsOnDevice(
   rows: number,
   vocab: number,
 ): Float32Array {
-  if (backend() !== 'native-cuda') {
-    throw cudaFailure(`the current backend is '${backend()}'; call setBackend('native-cuda') first`);
-  }
-  return nativeAddon()!.gatherLogProbs(logits, targets, rows, vocab);
+  return requireCudaBackend().gatherLogProbs(logits, targets, rows, vocab);
 }

@@ -1,3 +1,4 @@
+import { AGG_MODE_CODES, KL_TYPE_CODES, type AggModeCode, type KlTypeCode } from './addon';
 import { nativeAddon } from './backend';
 import { checkOptions, checkSize, checkTyped, optEnum, optNumber, typeError } from '../validate';
 
@@ -70,8 +71,8 @@ export function ppoPolicyLoss(input: PpoPolicyLossInput): PpoPolicyLossResult {
   const ref = o.refLogp === undefined ? null : checkTyped(o.refLogp, Float32Array, 'refLogp', n, shape);
   const klCoef = optNumber(o, 'klCoef', 'input', 0.001, (v) => Number.isFinite(v) && v >= 0, 'a finite number >= 0');
   const klName = optEnum(o, 'klType', 'input', KL_TYPES, 'low_var_kl');
-  const klType = ref === null ? 0 : klName === 'k1' ? 1 : klName === 'k2' ? 2 : 3;
-  const agg = AGG_MODES.indexOf(aggMode);
+  const klType = ref === null ? KL_TYPE_CODES.none : KL_TYPE_CODES[klName];
+  const agg = AGG_MODE_CODES[aggMode];
 
   const addon = nativeAddon();
   const r = addon
@@ -83,7 +84,7 @@ export function ppoPolicyLoss(input: PpoPolicyLossInput): PpoPolicyLossResult {
 }
 
 /** Per-token aggregation weights: loss = Σ w_t · loss_t over mask tokens. */
-function aggWeights(mask: Uint8Array, R: number, C: number, agg: number): { rowWeight: Float64Array; tokens: number } {
+function aggWeights(mask: Uint8Array, R: number, C: number, agg: AggModeCode): { rowWeight: Float64Array; tokens: number } {
   const rowWeight = new Float64Array(R);
   let tokens = 0;
   let liveRows = 0;
@@ -97,7 +98,10 @@ function aggWeights(mask: Uint8Array, R: number, C: number, agg: number): { rowW
   }
   for (let r = 0; r < R; r++) {
     if (perRow[r] === 0) continue;
-    rowWeight[r] = agg === 0 ? 1 / tokens : agg === 1 ? 1 / liveRows : 1 / (liveRows * perRow[r]!);
+    rowWeight[r] =
+      agg === AGG_MODE_CODES['token-mean'] ? 1 / tokens
+      : agg === AGG_MODE_CODES['seq-mean-token-sum'] ? 1 / liveRows
+      : 1 / (liveRows * perRow[r]!);
   }
   return { rowWeight, tokens };
 }
@@ -112,10 +116,10 @@ function ppoPolicyLossJs(
   clipLow: number,
   clipHigh: number,
   clipC: number,
-  agg: number,
+  agg: AggModeCode,
   ref: Float32Array | null,
   klCoef: number,
-  klType: number,
+  klType: KlTypeCode,
 ): { loss: number; grad: Float32Array; clipFrac: number; approxKl: number; kl: number } {
   const { rowWeight, tokens } = aggWeights(mask, R, C, agg);
   const grad = new Float32Array(R * C);
@@ -154,13 +158,13 @@ function ppoPolicyLossJs(
       }
       pgLoss += w * l;
       let gk = 0;
-      if (klType !== 0) {
+      if (klType !== KL_TYPE_CODES.none) {
         const diff = logp[i]! - ref![i]!;
         let kld: number;
-        if (klType === 1) {
+        if (klType === KL_TYPE_CODES.k1) {
           kld = diff;
           gk = 1;
-        } else if (klType === 2) {
+        } else if (klType === KL_TYPE_CODES.k2) {
           kld = 0.5 * diff * diff;
           gk = diff;
         } else {

@@ -1,4 +1,5 @@
-import { backend, nativeLoadErrors, setBackend } from '../../src';
+import { backend, gatherLogProbsOnDevice, nativeLoadErrors, setBackend, uploadToDevice } from '../../src';
+import { nativeInfo } from '../../src/kernels/backend';
 import { EXPECTED_BACKEND } from '../helpers';
 
 describe('backend selection', () => {
@@ -16,6 +17,26 @@ describe('backend selection', () => {
     expect(backend()).toBe('native');
     setBackend(before);
     expect(() => setBackend('gpu' as never)).toThrow(`Expected 'native' or 'js' for backend but received "gpu"`);
+  });
+});
+
+describe('logits kept on the GPU (uploadToDevice, gatherLogProbsOnDevice)', () => {
+  // On a GPU the CUDA parity suite (test/kernels/cuda-parity.test.ts) runs them for real.
+  const cudaUsable = nativeInfo()?.cuda === true;
+  const withoutCuda = cudaUsable ? it.skip : it;
+
+  withoutCuda('refuse, saying why, when the loaded addon has no CUDA', () => {
+    const why = nativeInfo()?.cudaBuilt
+      ? /^Cannot use the 'native-cuda' backend: no usable CUDA device: /
+      : /^Cannot use the 'native-cuda' backend: the loaded mempo.node was built without CUDA\. Build the CUDA addon with scripts\/build-cuda.sh/;
+    expect(() => uploadToDevice(new Float32Array(4))).toThrow(why);
+    const fakeBuffer = { length: 4, byteLength: 16, freed: false } as never;
+    expect(() => gatherLogProbsOnDevice(fakeBuffer, new Int32Array(1), 1, 4)).toThrow(why);
+  });
+
+  it('checks the data it uploads', () => {
+    expect(() => uploadToDevice([1, 2] as never)).toThrow(TypeError);
+    expect(() => uploadToDevice(new Float64Array(2) as never)).toThrow(/^Expected Float32Array for data but received /);
   });
 });
 
@@ -49,6 +70,20 @@ describe('addon load failure', () => {
       process.env.MEMPO_NATIVE_BINDING = '/nonexistent/mempo.node';
       const m = require('../../src') as typeof import('../../src');
       expect(() => m.backend()).toThrow(/MEMPO_NATIVE_BINDING=\/nonexistent\/mempo.node: Cannot find module/);
+    });
+  });
+
+  it('without the addon, uploadToDevice names the load failure', () => {
+    jest.isolateModules(() => {
+      jest.doMock('node-gyp-build', () => () => {
+        throw new Error('No native build was found');
+      });
+      process.env.MEMPO_BACKEND = '';
+      delete process.env.MEMPO_NATIVE_BINDING;
+      const m = require('../../src') as typeof import('../../src');
+      expect(() => m.uploadToDevice(new Float32Array(2))).toThrow(
+        /^Cannot use the 'native-cuda' backend: Could not load the mempo native addon[\s\S]*No native build was found/,
+      );
     });
   });
 

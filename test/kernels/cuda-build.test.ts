@@ -7,7 +7,7 @@
  */
 import * as fs from 'fs';
 import * as path from 'path';
-import type { NativeAddon } from '../../src/kernels/addon';
+import type { AggModeCode, KlTypeCode, NativeAddon } from '../../src/kernels/addon';
 import { rng } from '../helpers';
 
 const root = path.resolve(__dirname, '..', '..');
@@ -26,7 +26,7 @@ it('has scripts/build-cuda.sh to produce the CUDA build', () => {
 
 if (!present) {
   const reason = `${CUDA_ADDON} is absent (run scripts/build-cuda.sh to test it)`;
-  console.warn(`test/cuda-build.test.ts: SKIPPED: ${reason}`);
+  console.warn(`test/kernels/cuda-build.test.ts: SKIPPED: ${reason}`);
   it.skip(`CUDA addon build: ${reason}`, () => undefined);
 } else {
   describe(`CUDA addon build (${path.relative(root, CUDA_ADDON)})`, () => {
@@ -121,8 +121,8 @@ if (!present) {
       const old = lp.map((v) => v + (r() - 0.5) * 0.6);
       const adv = new Float32Array(n).map(() => (r() - 0.5) * 2);
       const ref = lp.map((v) => v + (r() - 0.5) * 0.2);
-      for (let agg = 0; agg < 3; agg++) {
-        for (let kl = 0; kl < 4; kl++) {
+      for (const agg of [0, 1, 2] as AggModeCode[]) {
+        for (const kl of [0, 1, 2, 3] as KlTypeCode[]) {
           const res = onCpu((a) => a.ppoPolicyLoss(lp, old, adv, mask, B, T, 0.2, 0.28, 3, agg, kl ? ref : null, 0.01, kl));
           same(res.c.grad, res.g.grad);
           expect(res.c.loss).toBe(res.g.loss);
@@ -156,7 +156,10 @@ if (!present) {
             expect(b.backend()).toBe('native');
             expect(() => b.setBackend('native-cuda')).toThrow(/^Cannot use the 'native-cuda' backend: no usable CUDA device: /);
             expect(b.backend()).toBe('native');
-            expect(() => b.uploadToDevice(new Float32Array(2))).toThrow(/^Cannot use the 'native-cuda' backend: /);
+            expect(() => b.uploadToDevice(new Float32Array(2))).toThrow(/^Cannot use the 'native-cuda' backend: no usable CUDA device: /);
+            expect(() => b.gatherLogProbsOnDevice({} as never, new Int32Array(1), 1, 2)).toThrow(
+              /^Cannot use the 'native-cuda' backend: no usable CUDA device: /,
+            );
           } else {
             expect(b.backend()).toBe('native-cuda');
             b.setBackend('native');

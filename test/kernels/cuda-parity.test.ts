@@ -44,7 +44,7 @@ function load(): { api: Api; be: BackendApi } | string {
 
 const loaded = load();
 const skipReason = typeof loaded === 'string' ? loaded : null;
-if (skipReason) console.warn(`test/cuda-parity.test.ts: SKIPPED: ${skipReason}`);
+if (skipReason) console.warn(`test/kernels/cuda-parity.test.ts: SKIPPED: ${skipReason}`);
 // scripts/gpu-check.sh sets MEMPO_REQUIRE_CUDA=1: there a skip is a failure.
 if (skipReason && process.env.MEMPO_REQUIRE_CUDA === '1' && process.env.MEMPO_BACKEND !== 'js') {
   it('has the CUDA addon and a usable device (MEMPO_REQUIRE_CUDA=1)', () => {
@@ -172,15 +172,15 @@ describe('gatherLogProbs: CUDA = CPU = JS', () => {
     const targets = new Int32Array(R).map(() => Math.floor(r() * V));
     be.setBackend('native-cuda');
     const host = api.gatherLogProbs(logits, targets, R, V);
-    const buf = be.uploadToDevice(logits);
+    const buf = api.uploadToDevice(logits); // the package root's exports
     try {
       expect(buf.length).toBe(R * V);
       expect(buf.byteLength).toBe(4 * R * V);
-      expect(Array.from(be.gatherLogProbsOnDevice(buf, targets, R, V))).toEqual(Array.from(host));
+      expect(Array.from(api.gatherLogProbsOnDevice(buf, targets, R, V))).toEqual(Array.from(host));
       const next = logits.map((x) => -x);
       buf.write(next);
       expect(Buffer.from(buf.toFloat32Array().buffer).equals(Buffer.from(next.buffer))).toBe(true);
-      expectClose(be.gatherLogProbsOnDevice(buf, targets, R, V), api.gatherLogProbs(next, targets, R, V), 1e-6, 1e-6);
+      expectClose(api.gatherLogProbsOnDevice(buf, targets, R, V), api.gatherLogProbs(next, targets, R, V), 1e-6, 1e-6);
       // The handle still works while the CPU kernels are selected (read back, CPU kernel).
       const addon = be.nativeAddon()!; // 'native-cuda' selected
       addon.setDevice!('cpu');
@@ -194,7 +194,7 @@ describe('gatherLogProbs: CUDA = CPU = JS', () => {
       buf.free();
     }
     expect(buf.freed).toBe(true);
-    expect(() => be.gatherLogProbsOnDevice(buf, targets, R, V)).toThrow('mempo native: this DeviceBuffer was freed');
+    expect(() => api.gatherLogProbsOnDevice(buf, targets, R, V)).toThrow('mempo native: this DeviceBuffer was freed');
   });
 });
 

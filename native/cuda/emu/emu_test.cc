@@ -6,9 +6,11 @@
 #include "cuda_emu.h"
 // clang-format off: the emulation must come first
 #include "../advantage_kernels.cuh"
-#include "../gather_kernels.cuh"
-#include "../ppo_kernels.cuh"
-#include "../../cpu/kernels.h"
+#include "../answer_probability_kernels.cuh"
+#include "../gather_logprobs_kernels.cuh"
+#include "../ppo_loss_kernels.cuh"
+#include "../../cpu/advantage.h"
+#include "../../kernels.h"
 // clang-format on
 
 #include <cstdio>
@@ -76,7 +78,7 @@ void test_gather(const std::string& name, int64_t rows, int64_t vocab, int sm_co
   }
   std::vector<float> got(static_cast<size_t>(rows)), want(static_cast<size_t>(rows));
   emu_gather(logits, targets.data(), rows, vocab, sm_count, grid_cap, got.data());
-  mempo::gather_log_probs(logits, targets.data(), rows, vocab, want.data());
+  mempo::cpu::gather_log_probs(logits, targets.data(), rows, vocab, want.data());
   const int chunks = chunks_for(rows, vocab, sm_count);
   expect_close(("gather " + name + " (chunks " + std::to_string(chunks) + ")").c_str(), got.data(), want.data(), rows);
 }
@@ -106,7 +108,7 @@ void test_advantages(uint32_t seed) {
   for (bool norm : {true, false}) {
     const auto got = emu_normalize(scores.data(), groups.data(), B, G, 1e-6, norm, 3);
     std::vector<double> want(static_cast<size_t>(B));
-    mempo::group_normalize(scores.data(), groups.data(), B, G, 1e-6, norm, want.data());
+    mempo::cpu::group_normalize(scores.data(), groups.data(), B, G, 1e-6, norm, want.data());
     expect_close(norm ? "group_normalize normByStd" : "group_normalize centred", got.data(), want.data(), B, 1e-9);
 
     // GRPO broadcast
@@ -116,7 +118,7 @@ void test_advantages(uint32_t seed) {
     std::vector<float> bo(size_t(B * T), -7.f), bw(size_t(B * T));
     emu::launch(std::min(grid_for(B * T, kAdvThreads, 4), 5u), kAdvThreads, broadcast_kernel, got.data(),
                 (const uint8_t*)mask.data(), B, T, bo.data());
-    mempo::broadcast_rows(want.data(), mask.data(), B, T, bw.data());
+    mempo::cpu::broadcast_rows(want.data(), mask.data(), B, T, bw.data());
     expect_close("broadcast_rows", bo.data(), bw.data(), B * T);
 
     // Memory advantage: up to 3 spans per row, some rows without spans.
@@ -134,12 +136,12 @@ void test_advantages(uint32_t seed) {
     }
     const auto rn = emu_normalize(rewards.data(), rg.data(), m, G, 1e-6, norm, 2);
     std::vector<double> rw(static_cast<size_t>(m));
-    mempo::group_normalize(rewards.data(), rg.data(), m, G, 1e-6, norm, rw.data());
+    mempo::cpu::group_normalize(rewards.data(), rg.data(), m, G, 1e-6, norm, rw.data());
     expect_close("group_normalize (memory rewards)", rn.data(), rw.data(), m, 1e-9);
     std::vector<float> so(size_t(B * T), 0.f), sw(size_t(B * T));  // zeroed = the cudaMemsetAsync
     emu::launch(unsigned(std::min<int64_t>(m, 7)), 128, spans_kernel, rn.data(), (const int32_t*)spans.data(), m, T,
                 so.data());
-    mempo::write_spans(rw.data(), spans.data(), m, B, T, false, sw.data());
+    mempo::cpu::write_spans(rw.data(), spans.data(), m, B, T, false, sw.data());
     expect_close("write_spans", so.data(), sw.data(), B * T);
   }
 }
@@ -156,9 +158,9 @@ void test_answer_probability(uint32_t seed) {
     logp[3] = std::numeric_limits<float>::quiet_NaN();
     for (double thr : {std::log(0.5), -std::numeric_limits<double>::infinity(), -0.1}) {
       std::vector<float> got(static_cast<size_t>(rows)), want(static_cast<size_t>(rows));
-      emu::launch(std::min(grid_for(rows * 32, kAdvThreads, 4), 3u), kAdvThreads, answer_prob_kernel,
+      emu::launch(std::min(grid_for(rows * 32, kAnswerThreads, 4), 3u), kAnswerThreads, answer_prob_kernel,
                   (const float*)logp.data(), (const uint8_t*)mask.data(), rows, cols, thr, got.data());
-      mempo::answer_probability(logp.data(), mask.data(), rows, cols, thr, want.data());
+      mempo::cpu::answer_probability(logp.data(), mask.data(), rows, cols, thr, want.data());
       expect_close(("answer_probability cols=" + std::to_string(cols)).c_str(), got.data(), want.data(), rows);
     }
   }
@@ -182,8 +184,10 @@ void test_ppo(uint32_t seed) {
   old[8] = logp[8] - 25.f;                                           // raw > 20
   ref[9] = logp[9] + 40.f;                                           // k3 clamp
   mask[7] = mask[8] = mask[9] = 1;
-  for (int agg = 0; agg < 3; ++agg) {
-    for (int kl = 0; kl < 4; ++kl) {
+  for (int a = 0; a < mempo::kAggModeCount; ++a) {
+    for (int k = 0; k < mempo::kKlTypeCount; ++k) {
+      const auto agg = static_cast<mempo::AggMode>(a);
+      const auto kl = static_cast<mempo::KlType>(k);
       std::vector<long long> per_row(rows);
       emu::launch(3u, 128, row_counts_kernel, (const uint8_t*)mask.data(), rows, cols, per_row.data());
       int64_t tokens = 0;
@@ -204,7 +208,7 @@ void test_ppo(uint32_t seed) {
       }
       const double loss = pg + 0.05 * kls, clip_frac = double(clipped) / double(tokens),
                    approx_kl = (0.0 - neg) / double(tokens);
-      const mempo::PpoLossResult want = mempo::ppo_policy_loss(
+      const mempo::PpoLossResult want = mempo::cpu::ppo_policy_loss(
           logp.data(), old.data(), adv.data(), mask.data(), rows, cols, 0.2, 0.28, 3.0, agg, kl ? ref.data() : nullptr,
           0.05, kl, grad_want.data());
       const std::string tag = "ppo agg=" + std::to_string(agg) + " kl=" + std::to_string(kl);

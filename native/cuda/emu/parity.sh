@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole CUDA path without a GPU: builds the addon against the CPU emulation of the CUDA
-# runtime (scripts/build-cuda.sh --emulate) and runs test/cuda-parity.test.ts on it (CUDA path
+# runtime (scripts/build-cuda.sh --emulate) and runs test/kernels/cuda-parity.test.ts on it (CUDA path
 # = CPU kernels = JS twin, batching, DeviceBuffer, injected out-of-memory and no-device errors).
 # About 2-3 minutes on 2 cores. Tests the host orchestration and the kernels' logic; not real
 # asynchrony, not the CUDA math library, not performance.
@@ -22,4 +22,4 @@ else
   scripts/build-cuda.sh --emulate
   export MEMPO_CUDA_BINDING="$PWD/build-cuda-emu/Release/mempo.node"
 fi
-MEMPO_REQUIRE_CUDA=1 npx jest --selectProjects native --verbose test/cuda-parity.test.ts "$@"
+MEMPO_REQUIRE_CUDA=1 npx jest --selectProjects kernels:native --verbose test/kernels/cuda-parity.test.ts "$@"

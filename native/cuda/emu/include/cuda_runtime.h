@@ -1,7 +1,7 @@
 // Stand-in for <cuda_runtime.h> in the CPU emulation build (CMake -DMEMPO_CUDA_EMULATION=ON,
 // scripts/build-cuda.sh --emulate): the subset of the runtime API that native/cuda uses,
 // implemented on host memory, synchronously, with kernel launches run by cuda_emu.h. It lets
-// the whole CUDA path (binding.cc dispatch, DeviceBuffer, scratch slots, batching, error
+// the whole CUDA path (native/napi dispatch, DeviceBuffer, scratch slots, batching, error
 // handling) run under the jest parity tests on a machine without a GPU.
 //
 // Fault injection through the environment (read at each call):

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "../enums.h"
 #include "device.cuh"
 
 namespace mempo {
@@ -36,7 +37,7 @@ __global__ void __launch_bounds__(kPpoThreads) ppo_kernel(const float* __restric
                                                       const float* __restrict__ adv, const uint8_t* __restrict__ mask,
                                                       const double* __restrict__ row_weight, int64_t rows, int64_t cols,
                                                       double lo, double hi, double clip_c,
-                                                      const float* __restrict__ ref_logp, double kl_coef, int kl_type,
+                                                      const float* __restrict__ ref_logp, double kl_coef, KlType kl_type,
                                                       float* __restrict__ grad, BlockPartial* __restrict__ partials) {
   __shared__ double red[32];
   __shared__ long long red_ll[32];
@@ -72,13 +73,13 @@ __global__ void __launch_bounds__(kPpoThreads) ppo_kernel(const float* __restric
     }
     pg += w * l;
     double gk = 0.0;
-    if (kl_type != 0) {
+    if (kl_type != kKlNone) {
       const double diff = double(logp[i]) - double(ref_logp[i]);
       double kld;
-      if (kl_type == 1) {
+      if (kl_type == kKlK1) {
         kld = diff;
         gk = 1.0;
-      } else if (kl_type == 2) {
+      } else if (kl_type == kKlK2) {
         kld = 0.5 * diff * diff;
         gk = diff;
       } else {
@@ -102,7 +103,8 @@ __global__ void __launch_bounds__(kPpoThreads) ppo_kernel(const float* __restric
 
 // Aggregation weights exactly as on the CPU (native/cpu/ppo_loss.cc): loss = sum over mask
 // tokens of row_weight[r] * loss_t. Host code. Returns the masked token count in *tokens.
-inline void row_weights(const long long* per_row, int64_t rows, int agg_mode, double* row_weight, int64_t* tokens) {
+inline void row_weights(const long long* per_row, int64_t rows, AggMode agg_mode, double* row_weight,
+                        int64_t* tokens) {
   int64_t tok = 0, live_rows = 0;
   for (int64_t r = 0; r < rows; ++r) {
     tok += per_row[r];
@@ -111,9 +113,9 @@ inline void row_weights(const long long* per_row, int64_t rows, int agg_mode, do
   for (int64_t r = 0; r < rows; ++r) {
     row_weight[r] = 0.0;
     if (per_row[r] == 0) continue;
-    row_weight[r] = agg_mode == 0 ? 1.0 / double(tok)
-                    : agg_mode == 1 ? 1.0 / double(live_rows)
-                                    : 1.0 / (double(live_rows) * double(per_row[r]));
+    row_weight[r] = agg_mode == kAggTokenMean ? 1.0 / double(tok)
+                    : agg_mode == kAggSeqMeanTokenSum ? 1.0 / double(live_rows)
+                                                      : 1.0 / (double(live_rows) * double(per_row[r]));
   }
   *tokens = tok;
 }

@@ -1,11 +1,13 @@
-// Single-pass read bandwidth, measured the way gather_log_probs reads: every worker streams
-// its own contiguous slice once. The benchmark divides bytes by this time to get GB/s.
+// The host side of info() and readBandwidth: the SIMD path, the thread count and a single-pass
+// read bandwidth measured the way gather_log_probs reads (the benchmark divides bytes by this
+// time to get GB/s). Not an op: there is no CUDA twin.
+#include "machine.h"
+
 #include <chrono>
 #include <vector>
 
-#include "kernels.h"
-#include "parallel.h"
-#include "simd.h"
+#include "cpu/parallel.h"
+#include "cpu/simd.h"
 
 namespace mempo {
 namespace {
@@ -40,6 +42,9 @@ MEMPO_AVX2_TARGET float sum_avx2(const float* x, int64_t n) {
 #endif
 
 }  // namespace
+
+const char* simd_path() { return cpu_has_avx2() ? "avx2" : "scalar"; }
+int thread_count() { return configured_threads(); }
 
 double read_bandwidth_seconds(const float* data, int64_t n, int repeats) {
   std::vector<float> sink(configured_threads(), 0.0f);

@@ -1,0 +1,54 @@
+#include "args.h"
+
+namespace mempo {
+namespace binding {
+
+const char* type_name(napi_typedarray_type t) {
+  switch (t) {
+    case napi_float32_array: return "Float32Array";
+    case napi_float64_array: return "Float64Array";
+    case napi_int32_array: return "Int32Array";
+    case napi_uint8_array: return "Uint8Array";
+    default: return "TypedArray";
+  }
+}
+
+std::string describe(const Napi::Value& v) {
+  if (v.IsTypedArray()) {
+    auto ta = v.As<Napi::TypedArray>();
+    return std::string(type_name(ta.TypedArrayType())) + " of length " + std::to_string(ta.ElementLength());
+  }
+  if (v.IsArray()) return "Array of length " + std::to_string(v.As<Napi::Array>().Length());
+  if (v.IsNull()) return "null";
+  if (v.IsUndefined()) return "undefined";
+  if (v.IsNumber()) return std::to_string(v.As<Napi::Number>().DoubleValue());
+  return v.IsObject() ? "an object" : "a value of another type";
+}
+
+void type_error(Napi::Env env, const std::string& what, const char* arg, const Napi::Value& v) {
+  throw Napi::TypeError::New(env, "Expected " + what + " for " + arg + " but received " + describe(v));
+}
+
+void range_error(Napi::Env env, const std::string& what, const char* arg, const std::string& got) {
+  throw Napi::RangeError::New(env, "Expected " + what + " for " + arg + " but received " + got);
+}
+
+int64_t size_arg(const Napi::CallbackInfo& info, size_t i, const char* arg, bool allow_zero) {
+  Napi::Value v = info[i];
+  if (!v.IsNumber()) type_error(info.Env(), allow_zero ? "a non-negative integer" : "a positive integer", arg, v);
+  const double d = v.As<Napi::Number>().DoubleValue();
+  if (d != static_cast<double>(static_cast<int64_t>(d)) || d < (allow_zero ? 0 : 1) || d > 2147483647.0) {
+    range_error(info.Env(), allow_zero ? "a non-negative integer below 2^31" : "a positive integer below 2^31", arg,
+                std::to_string(d));
+  }
+  return static_cast<int64_t>(d);
+}
+
+double number_arg(const Napi::CallbackInfo& info, size_t i, const char* arg) {
+  Napi::Value v = info[i];
+  if (!v.IsNumber()) type_error(info.Env(), "a number", arg, v);
+  return v.As<Napi::Number>().DoubleValue();
+}
+
+}  // namespace binding
+}  // namespace mempo

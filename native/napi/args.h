@@ -1,0 +1,58 @@
+// Argument checks of the native exports: the C++ backstop behind the TypeScript validation
+// in src/kernels, worded the same way, "Expected <what> for <argument> but received <value>",
+// and guarded(), through which every export runs so that no C++ exception reaches Node.
+#pragma once
+#include <napi.h>
+
+#include <cstdint>
+#include <exception>
+#include <new>
+#include <string>
+
+namespace mempo {
+namespace binding {
+
+const char* type_name(napi_typedarray_type t);
+
+// "Float32Array of length 5", "null", "3.000000", "an object", ...: the received value.
+std::string describe(const Napi::Value& v);
+
+[[noreturn]] void type_error(Napi::Env env, const std::string& what, const char* arg, const Napi::Value& v);
+[[noreturn]] void range_error(Napi::Env env, const std::string& what, const char* arg, const std::string& got);
+
+// info[i] as an integer in [0 or 1, 2^31).
+int64_t size_arg(const Napi::CallbackInfo& info, size_t i, const char* arg, bool allow_zero);
+double number_arg(const Napi::CallbackInfo& info, size_t i, const char* arg);
+
+// info[i] as a typed array of `type` and exactly `length` elements; with `optional`, null or
+// undefined give an empty handle.
+template <typename T>
+Napi::TypedArrayOf<T> typed_arg(const Napi::CallbackInfo& info, size_t i, const char* arg, napi_typedarray_type type,
+                                int64_t length, bool optional = false) {
+  Napi::Value v = info[i];
+  const std::string what = std::string(type_name(type)) + " of length " + std::to_string(length);
+  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != type) {
+    if (optional && (v.IsNull() || v.IsUndefined())) return Napi::TypedArrayOf<T>();
+    type_error(info.Env(), what, arg, v);
+  }
+  auto ta = v.As<Napi::TypedArrayOf<T>>();
+  if (static_cast<int64_t>(ta.ElementLength()) != length) range_error(info.Env(), what, arg, describe(v));
+  return ta;
+}
+
+// fn() with every C++ exception (CUDA errors, std::bad_alloc) turned into a JS exception.
+template <typename Fn>
+Napi::Value guarded(const Napi::CallbackInfo& info, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const Napi::Error&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    throw Napi::RangeError::New(info.Env(), "mempo native: out of memory");
+  } catch (const std::exception& e) {
+    throw Napi::Error::New(info.Env(), std::string("mempo native: ") + e.what());
+  }
+}
+
+}  // namespace binding
+}  // namespace mempo
