@@ -33,13 +33,14 @@ function tryLoad(): LoadResult {
   const explicit = process.env.MEMPO_NATIVE_BINDING;
   if (explicit) {
     try {
+      // eslint-disable-next-line @typescript-eslint/no-require-imports -- a native addon loads only through require
       return { addon: require(path.resolve(explicit)) as NativeAddon, errors };
     } catch (err) {
       errors.push(`MEMPO_NATIVE_BINDING=${explicit}: ${(err as Error).message}`);
     }
   }
   try {
-    // eslint-disable-next-line @typescript-eslint/no-var-requires
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded lazily: a JS-only run never needs it
     const load = require('node-gyp-build') as (dir: string) => unknown;
     return { addon: load(packageRoot) as NativeAddon, errors };
   } catch (err) {

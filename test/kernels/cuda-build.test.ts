@@ -15,7 +15,7 @@ const CUDA_ADDON = path.resolve(root, process.env.MEMPO_CUDA_BINDING ?? 'build-c
 const present = fs.existsSync(CUDA_ADDON);
 
 function loadCpuAddon(): NativeAddon {
-  // eslint-disable-next-line @typescript-eslint/no-var-requires
+   
   return (require('node-gyp-build') as (dir: string) => NativeAddon)(root);
 }
 
@@ -30,7 +30,7 @@ if (!present) {
   it.skip(`CUDA addon build: ${reason}`, () => undefined);
 } else {
   describe(`CUDA addon build (${path.relative(root, CUDA_ADDON)})`, () => {
-    // eslint-disable-next-line @typescript-eslint/no-var-requires
+     
     const cuda = require(CUDA_ADDON) as NativeAddon;
     const cpu = loadCpuAddon();
     const info = cuda.info();

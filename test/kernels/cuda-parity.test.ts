@@ -59,7 +59,7 @@ const gpuIt = (name: string, fn: () => void): void => {
 };
 
 /** Runs `body` in a child node process with `addon` (the CUDA build) and `out(json)` in scope. */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+ 
 function child(body: string, env: Record<string, string> = {}): any {
   const script = `const addon = require(${JSON.stringify(CUDA_ADDON)});
     const out = (v) => process.stdout.write(JSON.stringify(v));
