@@ -13,6 +13,9 @@ export interface TextCodec {
   tokenId(token: string): number | undefined;
   /** Text of one id on its own (for reports); decode([id]) when absent. */
   piece?(id: number): string;
+  /** The tokenizer's own eos and pad ids, when it declares them (src/protocol/special-ids.ts). */
+  readonly eosTokenId?: number | undefined;
+  readonly padTokenId?: number | undefined;
 }
 
 /** Which trajectory and round a generation request belongs to. */

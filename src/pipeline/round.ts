@@ -3,7 +3,6 @@
  * generated tokens recorded as a `RoundTrace` with the state they lead to, and the tool
  * observation appended after a search.
  */
-import { EOS_TOKEN_ID, IM_END_ID } from '../protocol/embedded-ids';
 import { renderChat } from '../protocol/chat';
 import { observationSegment } from '../protocol/stream';
 import { parseRoundOutput } from '../protocol/round';
@@ -11,7 +10,6 @@ import type { GenerationFinish, GenerationOutput, RoundTrace, TextCodec } from '
 import type { PipelineOptions } from '../options';
 import { handleDoneState, type AgentLoopHooks, type ProtocolIds, type RolloutTrajectory } from './trajectory';
 
-const END_IDS: ReadonlySet<number> = new Set([EOS_TOKEN_ID, IM_END_ID]);
 
 /** The ids the model is conditioned on at the start of the trajectory's next round (docs/algorithm.md §7). */
 export function roundContext(t: RolloutTrajectory, codec: TextCodec, options: PipelineOptions): number[] {
@@ -70,7 +68,7 @@ export function applyGeneration(
   appendGenerated(t, out);
   // The terminating eos / <|im_end|> is part of the response but not of the round's text.
   const last = toks[toks.length - 1];
-  const text = codec.decode(last !== undefined && END_IDS.has(last) ? toks.slice(0, -1) : toks);
+  const text = codec.decode(last !== undefined && ids.endOfRound.has(last) ? toks.slice(0, -1) : toks);
   const parsed = parseRoundOutput(text);
   const round: RoundTrace = {
     index: t.rounds.length + 1,

@@ -6,6 +6,7 @@
 import { MEM_CLOSE, MEM_OPEN } from '../protocol/tags';
 import { renderPrompt } from '../protocol/chat';
 import { AgentMemory } from '../protocol/agent-memory';
+import { resolveProtocolIds } from '../protocol/special-ids';
 import { MempoError } from '../errors';
 import type { DoneReason, Question, RoundTrace, TextCodec, Trajectory } from '../contracts';
 import type { PipelineOptions } from '../options';
@@ -24,6 +25,8 @@ export interface AgentLoopHooks {
 export interface ProtocolIds {
   memOpen: number;
   memClose: number;
+  /** Ids that end a round without a stop tag (eos, end-of-turn): dropped before the round's text is parsed. */
+  endOfRound: ReadonlySet<number>;
 }
 
 export function protocolIds(codec: TextCodec): ProtocolIds {
@@ -32,7 +35,7 @@ export function protocolIds(codec: TextCodec): ProtocolIds {
   if (memOpen === undefined || memClose === undefined) {
     throw new MempoError('ERR_TOKENIZER_PROTOCOL', `The tokenizer must have ${MEM_OPEN} and ${MEM_CLOSE} as single tokens (agent protocol)`);
   }
-  return { memOpen, memClose };
+  return { memOpen, memClose, endOfRound: new Set(resolveProtocolIds(codec).endOfRoundIds) };
 }
 
 export function newTrajectory(question: Question, sample: number, codec: TextCodec, options: PipelineOptions): RolloutTrajectory {

@@ -6,11 +6,9 @@
 import { randomBytes } from 'node:crypto';
 import type { LocalModel } from '../engines/local/local-model';
 import type { GenerationResult } from '../engines/local/generate';
-import { EOS_TOKEN_ID, FALLBACK_STOP_TOKEN_IDS, STOP_TOKEN_IDS } from '../protocol/embedded-ids';
 import { bad, type CompletionRequest, type GenerateRequest } from './completions-requests';
 
 /** The stop ids LocalModel samples with (the protocol's stop tokens and `<|im_end|>`; eos stops as eos). */
-const DEFAULT_STOP_IDS = [...STOP_TOKEN_IDS, ...FALLBACK_STOP_TOKEN_IDS.filter((id) => id !== EOS_TOKEN_ID)];
 
 interface SamplingSettings {
   temperature: number;
@@ -65,7 +63,7 @@ export class CompletionsHandlers {
         topK: s.topK,
         seed: s.seed ?? randomBytes(4).readUInt32LE(0),
         stop: s.stop,
-        stopTokenIds: [...DEFAULT_STOP_IDS, ...s.stopTokenIds],
+        stopTokenIds: [...this.model.stopTokenIds, ...s.stopTokenIds],
         decode: false,
       },
     );

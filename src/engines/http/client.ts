@@ -18,7 +18,7 @@
  * same random numbers per trajectory as the in-process `LocalModel`.
  */
 import { PartialResultsError, type GenerateParams, type GenerationOutput, type GenerationRequest, type Generator, type ScoringItem, type TargetScorer, type TextCodec } from '../../contracts';
-import { EOS_TOKEN_ID } from '../../protocol/embedded-ids';
+import { resolveProtocolIds } from '../../protocol/special-ids';
 import type { CompletionsDialect } from './dialect';
 import { isServerError } from '../../errors';
 import { resolveEngineOptions, type CompletionsApi, type HttpCompletionsOptions } from './options';
@@ -78,7 +78,7 @@ export class HttpCompletionsBackend implements Generator, TargetScorer {
     this.pool = new EndpointPool(urls.map((u) => endpointUrl(u, o.api)), o.pool);
     this.codec = options.codec;
     this.maxContextTokens = options.maxContextTokens;
-    const eos = new Set(options.eosTokenIds ?? [EOS_TOKEN_ID]);
+    const eos = new Set(options.eosTokenIds ?? resolveProtocolIds(options.codec).eosTokenIds);
     this.dialect = o.api === 'sglang' ? sglangDialect(eos) : vllmDialect(this.model, eos);
     this.scoreBatchSize = o.scoreBatchSize;
     this.sendSeed = o.sendSeed;

@@ -1,7 +1,7 @@
 /** The embedded runtime (ONNX Runtime `CausalLM`) as the pipeline's `Generator` + `TargetScorer`. */
 import type { GenerateParams, GenerationOutput, GenerationRequest, Generator, ScoringItem, TargetScorer, TextCodec } from '../../contracts';
 import { CausalLM, type LoadOptions } from './causal-lm';
-import { EOS_TOKEN_ID, FALLBACK_STOP_TOKEN_IDS, STOP_TOKEN_IDS } from '../../protocol/embedded-ids';
+import { resolveProtocolIds } from '../../protocol/special-ids';
 
 export interface LocalModelOptions {
   /** Most padded tokens per scorer forward pass (default: the scorer's, see src/options.ts). */
@@ -12,6 +12,8 @@ export interface LocalModelOptions {
 export class LocalModel implements Generator, TargetScorer {
   readonly codec: TextCodec;
   readonly maxContextTokens: number;
+  /** Ids that end a round's generation besides eos: the stop tags that are single tokens, then end-of-turn. */
+  readonly stopTokenIds: readonly number[];
   /** Number of scorer calls made (docs/algorithm.md §4: one per batch). */
   scoreCalls = 0;
 
@@ -28,6 +30,9 @@ export class LocalModel implements Generator, TargetScorer {
   constructor(readonly model: CausalLM, private readonly options: LocalModelOptions = {}) {
     const tok = model.tokenizer;
     if (tok === undefined) throw new Error(`The model ${model.dir} was loaded without a tokenizer; the agent loop needs one`);
+    // The single-token stop tags and the end-of-turn token (a round that forgets its stop tag), from this model's tokenizer.
+    const ids = resolveProtocolIds(tok, { eosTokenIds: model.config.eosTokenIds, padTokenId: model.config.padTokenId });
+    this.stopTokenIds = [...ids.stopTokenIds, ...ids.endOfTurnIds];
     this.codec = tok;
     this.maxContextTokens = model.config.maxPositions;
   }
@@ -43,7 +48,7 @@ export class LocalModel implements Generator, TargetScorer {
         topK: params.topK,
         seed: params.seed,
         stop: params.stop,
-        stopTokenIds: [...STOP_TOKEN_IDS, ...FALLBACK_STOP_TOKEN_IDS.filter((id) => id !== EOS_TOKEN_ID)],
+        stopTokenIds: this.stopTokenIds,
         maxBatchSize: params.maxBatchSize, // default: see src/options.ts (maxGenerateBatch)
         decode: false,
       },
