@@ -98,7 +98,7 @@ async function phase(name) {
           const memSpan = [tk.tokenId('<mem>'), ...ids(rand, 24), tk.tokenId('</mem>')];
           const round = [...memSpan, tk.tokenId('<think>'), ...ids(rand, 20), tk.tokenId('</think>')];
           if (r >= 2) {
-            // SPEC §2: fullContext = everything before round r; memContext = prompt + round r up to </mem>.
+            // docs/algorithm.md §2: fullContext = everything before round r; memContext = prompt + round r up to </mem>.
             full.push({ contextIds: stream.slice(), targetIds: target });
             mem.push({ contextIds: [...prompt, ...memSpan], targetIds: target });
           }

@@ -1,6 +1,6 @@
 /**
- * Every option of the rollout pipeline (SPEC §1-§8), typed and validated with zod, each with
- * the SPEC's default. [decided] rules of the SPEC are options here, never hidden constants.
+ * Every option of the rollout pipeline (docs/algorithm.md §1-§8), typed and validated with zod, each with
+ * the default of docs/algorithm.md. Its [decided] rules are options here, never hidden constants.
  */
 import { z } from 'zod';
 import { ANSWER_TEMPLATE } from './protocol/answer';
@@ -47,22 +47,22 @@ const threshold = () =>
   });
 
 export const samplingSchema = z.object({
-  /** Sampling temperature (SPEC §2: temperature sampling; 0 is greedy). */
+  /** Sampling temperature (docs/algorithm.md §2: temperature sampling; 0 is greedy). */
   temperature: z.number().nonnegative().default(1),
   topP: z.number().gt(0).lte(1).default(1),
   topK: nonNegInt().default(0),
 }).strict();
 
 export const rolloutSchema = z.object({
-  /** Trajectories per question (SPEC §2, default 16). */
+  /** Trajectories per question (docs/algorithm.md §2, default 16). */
   groupSize: posInt().default(16),
-  /** Most rounds per trajectory (SPEC §1; the notes' training setting 8). */
+  /** Most rounds per trajectory (docs/algorithm.md §1; the notes' training setting 8). */
   maxTurns: posInt().default(8),
-  /** Response token budget: generated + observation tokens (SPEC §1). */
+  /** Response token budget: generated + observation tokens (docs/algorithm.md §1). */
   maxResponseTokens: posInt().default(1024),
   /** Most new tokens in one round. */
   maxRoundTokens: posInt().default(160),
-  /** 'full' (training rollout, default) or 'memory' (SPEC §7 window). */
+  /** 'full' (training rollout, default) or 'memory' (docs/algorithm.md §7 window). */
   context: z.enum(['full', 'memory']).default('full'),
   /** Questions whose groups are generated and scored together (one scorer call). */
   questionsPerBatch: posInt().default(8),
@@ -85,21 +85,21 @@ export const toolSchema = z.object({
 }).strict();
 
 export const memorySchema = z.object({
-  /** [decided] mem span with its tags ('inclusive', default) or only its content (SPEC §1). */
+  /** [decided] mem span with its tags ('inclusive', default) or only its content (docs/algorithm.md §1). */
   memSpan: z.enum(['inclusive', 'content']).default('inclusive'),
-  /** Memory-reward target (SPEC §4). Must contain `{answer}` once. */
+  /** Memory-reward target (docs/algorithm.md §4). Must contain `{answer}` once. */
   answerTemplate: z.string().refine((s) => s.split('{answer}').length === 2, { message: 'must contain {answer} exactly once' }).default(ANSWER_TEMPLATE),
-  /** [decided] which gold fills the target when there are several (SPEC §4). */
+  /** [decided] which gold fills the target when there are several (docs/algorithm.md §4). */
   gold: z.enum(['first', 'shortest', 'longest']).default('first'),
-  /** [decided] P when no answer token passes τ (SPEC §4): 0 ('zero', default) or the plain geometric mean over all answer tokens ('all-tokens'). */
+  /** [decided] P when no answer token passes τ (docs/algorithm.md §4): 0 ('zero', default) or the plain geometric mean over all answer tokens ('all-tokens'). */
   emptyKept: z.enum(['zero', 'all-tokens']).default('zero'),
-  /** τ of the threshold filter (SPEC §4, ln 0.5); -Infinity = plain geometric mean. */
+  /** τ of the threshold filter (docs/algorithm.md §4, ln 0.5); -Infinity = plain geometric mean. */
   threshold: threshold().default(Math.log(0.5)),
-  /** Memory context includes the previous observation (notes 0x04 §4.4 gap; SPEC default false). */
+  /** Memory context includes the previous observation (a gap of the MemPO code between training and evaluation, docs/algorithm.md §7; default false). */
   memContextIncludesLastObservation: z.boolean().default(false),
-  /** SPEC §7 window: tool results kept in the memory-policy prompt. */
+  /** docs/algorithm.md §7 window: tool results kept in the memory-policy prompt. */
   windowToolResults: posInt().default(1),
-  /** SPEC §7 shortText of search results (null = full text, default) and webpages (100). */
+  /** docs/algorithm.md §7 shortText of search results (null = full text, default) and webpages (100). */
   searchShortTextChars: posInt().nullable().default(null),
   webpageShortTextChars: posInt().nullable().default(100),
   /** Most tokens per forward pass of the memory-reward scorer. */
@@ -109,7 +109,7 @@ export const memorySchema = z.object({
 }).strict();
 
 export const rewardSchema = z.object({
-  /** Score of an invalid format (SPEC §3, default 0). */
+  /** Score of an invalid format (docs/algorithm.md §3, default 0). */
   formatScore: finite().default(0),
   metric: z.enum(['em', 'f1']).default('em'),
   requireAnswer: z.boolean().default(false),
@@ -119,7 +119,7 @@ export const advantageSchema = z.object({
   eps: z.number().nonnegative().default(1e-6),
   normByStd: z.boolean().default(true),
   memGrouping: z.enum(['question', 'question-round']).default('question'),
-  /** Weight of the memory advantage (SPEC §5, default 1). */
+  /** Weight of the memory advantage (docs/algorithm.md §5, default 1). */
   alpha: finite().default(1),
 }).strict();
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * The `mempo` command: `mempo rollout --out DIR` runs the MemPO pipeline (SPEC §1-§8) and writes
+ * The `mempo` command: `mempo rollout --out DIR` runs the MemPO pipeline (docs/algorithm.md §1-§8) and writes
  * batch.jsonl, summary.json and report.html; `mempo eval` measures a context policy.
  */
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
@@ -70,7 +70,7 @@ function common(cmd: Command, kind: 'rollout' | 'eval'): Command {
     .option('--quiet', 'no progress bars or messages on stderr')
     .option('--json', 'print summary.json (eval: the eval table) to stdout');
   addServerOptions(cmd);
-  // Evaluation runs longer than training rollouts (notes 0x05: 8 turns in training, up to 64 in evaluation).
+  // Evaluation runs longer than training rollouts (docs/algorithm.md §7: 8 turns in training, up to 64 in evaluation).
   addPipelineOptions(cmd, kind === 'eval' ? { groupSize: 1, temperature: 0, memoryReward: false, maxTurns: 16, maxResponseTokens: 4096 } : {});
   return cmd;
 }

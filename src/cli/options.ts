@@ -1,5 +1,5 @@
 /**
- * Command-line flags of every pipeline option (SPEC §1-§8), shared by `mempo rollout` and
+ * Command-line flags of every pipeline option (docs/algorithm.md §1-§8), shared by `mempo rollout` and
  * `mempo eval`, with parsers that reject bad values naming the flag.
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
@@ -61,7 +61,7 @@ export function addPipelineOptions(cmd: Command, defaults: CommandDefaults = {})
     if (def !== undefined) o.default(def, def === null ? 'none' : undefined);
     cmd.addOption(o);
   };
-  // Rollout (SPEC §1-§2)
+  // Rollout (docs/algorithm.md §1-§2)
   add('-n, --group-size <n>', 'trajectories per question (group, shared uid)', int(1), defaults.groupSize ?? r.groupSize);
   add('--max-turns <n>', 'most rounds per trajectory', int(1), defaults.maxTurns ?? r.maxTurns);
   add('--max-response-tokens <n>', 'response token budget (generated + observation tokens)', int(1), defaults.maxResponseTokens ?? r.maxResponseTokens);
@@ -79,20 +79,20 @@ export function addPipelineOptions(cmd: Command, defaults: CommandDefaults = {})
   add('--retriever-timeout <ms>', 'HTTP retriever: per-request timeout', int(1), D.tool.timeoutMs);
   add('--retriever-retries <n>', 'HTTP retriever: retries after the first attempt', int(0), D.tool.retries);
   add('--retriever-backoff <ms>', 'HTTP retriever: first backoff, doubled per retry', int(0), D.tool.backoffMs);
-  // Memory reward (SPEC §4) and memory context (SPEC §7)
+  // Memory reward (docs/algorithm.md §4) and memory context (docs/algorithm.md §7)
   add('--mem-span <mode>', "[decided] mem span: 'inclusive' (with the tag tokens) or 'content'", undefined, m.memSpan, ['inclusive', 'content']);
   add('--answer-template <t>', 'memory-reward target; {answer} is replaced by the gold', undefined, m.answerTemplate);
   add('--gold <which>', '[decided] gold used in the target when there are several', undefined, m.gold, ['first', 'shortest', 'longest']);
   add('--empty-kept <rule>', "[decided] P when no answer token passes the threshold: 'zero' or 'all-tokens' (plain geometric mean)", undefined, m.emptyKept, ['zero', 'all-tokens']);
   add('--threshold <tau>', "answer tokens with logp <= tau are dropped ('-inf' = plain geometric mean)", num((x) => x < Infinity && !Number.isNaN(x), "a number below Infinity or '-inf'"), m.threshold);
-  add('--mem-context-last-observation', 'memory context also includes the previous observation (notes 0x04 gap)', undefined, m.memContextIncludesLastObservation);
+  add('--mem-context-last-observation', 'memory context also includes the previous observation (docs/algorithm.md §7)', undefined, m.memContextIncludesLastObservation);
   add('--window-tool-results <n>', 'prepare_prompt: tool results kept in the memory window', int(1), m.windowToolResults);
   add('--search-short-text-chars <n>', "prepare_prompt: shortText of search results ('none' = full text)", intOrNone, m.searchShortTextChars);
   add('--webpage-short-text-chars <n>', "prepare_prompt: shortText of webpages ('none' = full text)", intOrNone, m.webpageShortTextChars);
   add('--scorer-max-batch-tokens <n>', 'most padded tokens per scorer forward pass', int(1), m.scorerMaxBatchTokens);
   if (defaults.memoryReward === false) add('--memory-reward', 'compute memory rewards (off by default in eval)');
   else add('--no-memory-reward', 'skip memory rewards (outcome advantage only)');
-  // Outcome reward (SPEC §3) and advantages (SPEC §5)
+  // Outcome reward (docs/algorithm.md §3) and advantages (docs/algorithm.md §5)
   add('--format-score <x>', 'score of a response with an invalid format', num(), D.reward.formatScore);
   add('--metric <m>', 'outcome metric', undefined, D.reward.metric, ['em', 'f1']);
   add('--require-answer', 'a response without an <answer> round has an invalid format');

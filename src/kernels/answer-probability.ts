@@ -12,7 +12,7 @@ function readThreshold(opts: unknown): number {
 }
 
 /**
- * SPEC §4: P = exp(mean of logp[t] over answer tokens with logp[t] > τ); 0 when none is kept.
+ * docs/algorithm.md §4: P = exp(mean of logp[t] over answer tokens with logp[t] > τ); 0 when none is kept.
  * logp Float32Array[R*A], ansMask Uint8Array[R*A] → Float32Array[R]. NaN log-probs are never kept.
  */
 export function answerProbability(
@@ -54,7 +54,7 @@ export interface MemoryRewards {
 }
 
 /**
- * Memory rewards of M snapshots from one 2M-row scoring result laid out as SPEC §4 says: rows
+ * Memory rewards of M snapshots from one 2M-row scoring result laid out as docs/algorithm.md §4 says: rows
  * 0..M−1 are the full-context items, rows M..2M−1 the memory-context items, same order.
  */
 export function memoryRewards(

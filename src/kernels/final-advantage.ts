@@ -1,7 +1,7 @@
 import { checkOptions, checkTyped, optNumber, typeError } from '../validate';
 
 /**
- * Final advantage (SPEC §5): outcome + alpha · memory on response tokens (mask ≠ 0), 0 elsewhere.
+ * Final advantage (docs/algorithm.md §5): outcome + alpha · memory on response tokens (mask ≠ 0), 0 elsewhere.
  * All three arrays are [B*T]; alpha defaults to 1.
  */
 export function finalAdvantage(

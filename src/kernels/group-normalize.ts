@@ -1,5 +1,5 @@
 /**
- * Group normalisation shared by the outcome and memory advantages (SPEC §5, verl
+ * Group normalisation shared by the outcome and memory advantages (docs/algorithm.md §5, verl
  * `compute_grpo_outcome_advantage`): per group, mean and unbiased (n−1) std; a group of one
  * has mean 0 and std 1; value = (x − mean)/(std + eps), or x − mean without std scaling.
  */

@@ -46,7 +46,7 @@ export function checkSpans(spans: Int32Array, M: number, B: number, T: number): 
 }
 
 /**
- * Memory advantage (SPEC §5). memRewards[M], memGroups[M] (uids), spans Int32Array[M*3] of
+ * Memory advantage (docs/algorithm.md §5). memRewards[M], memGroups[M] (uids), spans Int32Array[M*3] of
  * (row, start, end exclusive) → Float32Array[B*T]: memory rewards normalised within their
  * uid (or uid × round), each written onto its own mem span; zero elsewhere.
  */

@@ -18,7 +18,7 @@ export function readGroupNorm(opts: Record<string, unknown>): { eps: number; nor
 }
 
 /**
- * GRPO outcome advantage (SPEC §5).
+ * GRPO outcome advantage (docs/algorithm.md §5).
  * scores[B], groups[B] (uids), responseMask[B*T] → Float32Array[B*T] holding each trajectory's
  * group-normalised score on its response tokens (mask ≠ 0) and 0 elsewhere.
  */

@@ -1,5 +1,5 @@
 /**
- * Outcome reward (SPEC §3, verl/Search-R1 `qa_em` semantics): answer extraction, SQuAD-style
+ * Outcome reward (docs/algorithm.md §3, verl/Search-R1 `qa_em` semantics): answer extraction, SQuAD-style
  * normalisation, exact match and token F1, the round-format check and the final score.
  */
 import { checkOptions, optBoolean, optEnum, optNumber, typeError } from '../validate';
@@ -97,7 +97,7 @@ export function validateFormat(response: string, opts?: { requireAnswer?: boolea
 export interface ComputeScoreOptions {
   /** Score of a response whose format is invalid (default 0). */
   formatScore?: number;
-  /** 'em' (default, SPEC §3) or 'f1'. */
+  /** 'em' (default, docs/algorithm.md §3) or 'f1'. */
   metric?: 'em' | 'f1';
   /** Passed to validateFormat (default false). */
   requireAnswer?: boolean;

@@ -48,7 +48,7 @@ export interface PpoPolicyLossResult {
 const KNOWN = ['logp', 'oldLogp', 'advantages', 'mask', 'rows', 'cols', 'clipLow', 'clipHigh', 'clipC', 'aggMode', 'refLogp', 'klCoef', 'klType'];
 
 /**
- * PPO clipped surrogate with verl's dual clip and loss aggregation modes (SPEC §6):
+ * PPO clipped surrogate with verl's dual clip and loss aggregation modes (docs/algorithm.md §6):
  * loss_t = max(−A·ratio, −A·clip(ratio, 1−clipLow, 1+clipHigh)), and for A < 0 at most −A·clipC;
  * ratio = exp(clamp(logp − oldLogp, −20, 20)). Token mean over the mask, or mean over rows
  * with at least one mask token of the row's token sum / token mean. An all-zero mask gives 0.

@@ -4,7 +4,7 @@ import { expectClose } from '../helpers';
 const ones = (n: number) => new Uint8Array(n).fill(1);
 
 describe('grpoOutcomeAdvantage', () => {
-  it("reproduces the SPEC's worked example: scores [1,0,1,1,0]", () => {
+  it("reproduces the worked example of docs/algorithm.md §5: scores [1,0,1,1,0]", () => {
     const T = 3;
     const adv = grpoOutcomeAdvantage(new Float32Array([1, 0, 1, 1, 0]), [7, 7, 7, 7, 7], ones(5 * T), T);
     const std = Math.sqrt(0.3); // unbiased: (3·0.16 + 2·0.36) / 4

@@ -99,7 +99,7 @@ describe('answerProbability', () => {
 });
 
 describe('memoryRewards', () => {
-  it("reproduces the SPEC's example: P_full 0.72, P_mem 0.68 → −0.04", () => {
+  it("reproduces the example of docs/algorithm.md §4: P_full 0.72, P_mem 0.68 → −0.04", () => {
     // One snapshot, one answer token per item: rows [full, mem].
     const logp = new Float32Array([Math.log(0.72), Math.log(0.68)]);
     const r = memoryRewards(logp, new Uint8Array([1, 1]), 1, 1);

@@ -47,7 +47,7 @@ export class FakeScorer implements TargetScorer {
   }
 }
 
-/** Group normalisation as SPEC §5 states it (unbiased std, eps; a singleton → mean 0, std 1). */
+/** Group normalisation as docs/algorithm.md §5 states it (unbiased std, eps; a singleton → mean 0, std 1). */
 export function normalise(xs: number[], eps = 1e-6): number[] {
   const n = xs.length;
   const mean = n > 1 ? xs.reduce((a, x) => a + x, 0) / n : 0;

@@ -1,7 +1,7 @@
 /**
- * The agent state machine on scripted model outputs (SPEC §1-§2), snapshots token by token,
- * memory rewards through one scorer call (SPEC §4), advantages (SPEC §5), tool failures,
- * options and input validation, the trainer batch (SPEC §8).
+ * The agent state machine on scripted model outputs (docs/algorithm.md §1-§2), snapshots token by token,
+ * memory rewards through one scorer call (docs/algorithm.md §4), advantages (docs/algorithm.md §5), tool failures,
+ * options and input validation, the trainer batch (docs/algorithm.md §8).
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -57,7 +57,7 @@ const obsFor = (q: string, topk = 3) => renderSearchObservation(
 );
 
 describe('agent state machine (scripted generator)', () => {
-  test('runs search → observation → answer with the SPEC layout, mask and log-probs', async () => {
+  test('runs search → observation → answer with the protocol layout, mask and log-probs', async () => {
     const tok = await tokenizer();
     const r1 = search('none', 'Mamek country');
     const r2 = answer('Mamek is a city in Thersekle.', 'Thersekle');
@@ -159,7 +159,7 @@ describe('agent state machine (scripted generator)', () => {
     expect(t2[0]!.doneReason).toBe('response-budget');
   });
 
-  test("memory policy: round r sees system + question + round r-1's text and observation only (SPEC §7)", async () => {
+  test("memory policy: round r sees system + question + round r-1's text and observation only (docs/algorithm.md §7)", async () => {
     const tok = await tokenizer();
     const rounds = [search('none', 'first'), search('fact one', 'second'), answer('fact one, two', 'Thersekle')];
     const gen = new ScriptedGenerator(tok, (tag) => rounds[tag.round - 1]!);
@@ -177,7 +177,7 @@ describe('agent state machine (scripted generator)', () => {
   });
 });
 
-describe('snapshots (SPEC §2) token by token', () => {
+describe('snapshots (docs/algorithm.md §2) token by token', () => {
   test('fullContext, memContext and the mem span of every round r >= 2', async () => {
     const tok = await tokenizer();
     const rounds = [search('none', 'a'), search('Mamek is a city in Thersekle.', 'b'), answer('Mamek is a city in Thersekle.', 'Thersekle')];
@@ -391,7 +391,7 @@ describe('scoring and advantages', () => {
 });
 
 describe('options and inputs', () => {
-  test('every option has the SPEC default', () => {
+  test('every option has the default of docs/algorithm.md', () => {
     const o = resolveOptions({});
     expect(o.rollout).toMatchObject({ groupSize: 16, context: 'full', sampling: { temperature: 1, topP: 1, topK: 0 } });
     expect(o.tool.topk).toBe(3);
