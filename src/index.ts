@@ -1,32 +1,68 @@
 /**
- * mempo: MemPO (Self-Memory Policy Optimization) for Node.
- * The kernel API below is stable: names and argument order are fixed for trainers that depend
- * on them. Every kernel validates its input, then runs on the native addon or the pure-JS twin.
+ * mempo: MemPO (Self-Memory Policy Optimization) for Node — the table of contents of the package.
+ * Grouped by the MemPO pipeline (docs/algorithm.md), values first, then types, in each group.
+ *
+ * The kernel API (first group) is stable: names, argument order and results are fixed for trainers
+ * that depend on them. Every kernel validates its input, then runs on the native addon (C++ or
+ * CUDA) or its pure-JS twin.
  */
-export { backend, setBackend, nativeLoadErrors, uploadToDevice, gatherLogProbsOnDevice } from './kernels/backend';
-export type { Backend, NativeDeviceBuffer } from './kernels/backend';
 
-export { extractSolution, normalizeAnswer, emCheck, f1Score, validateFormat, computeScore } from './kernels/outcome-reward';
-export type { FormatResult, ComputeScoreOptions } from './kernels/outcome-reward';
+// Kernels (src/kernels): outcome reward §3, memory reward §4, advantages §5, loss §6, the backend.
+export {
+  backend, setBackend, nativeLoadErrors, uploadToDevice, gatherLogProbsOnDevice,
+  extractSolution, normalizeAnswer, emCheck, f1Score, validateFormat, computeScore,
+  gatherLogProbs, answerProbability, memoryRewards,
+  grpoOutcomeAdvantage, memoryAdvantage, finalAdvantage, groupNormalize,
+  ppoPolicyLoss, AGG_MODES, KL_TYPES,
+} from './kernels';
+export type {
+  Backend, NativeDeviceBuffer, FormatResult, ComputeScoreOptions, AnswerProbabilityOptions, MemoryRewards,
+  GroupNormOptions, MemoryAdvantageOptions, MemGrouping, PpoPolicyLossInput, PpoPolicyLossResult, AggMode, KlType,
+} from './kernels';
 
-export { grpoOutcomeAdvantage } from './kernels/outcome-advantage';
-export { memoryAdvantage } from './kernels/memory-advantage';
-export { finalAdvantage } from './kernels/final-advantage';
-export { groupNormalize } from './kernels/group-normalize';
-export type { GroupNormOptions } from './kernels/outcome-advantage';
-export type { MemoryAdvantageOptions, MemGrouping } from './kernels/memory-advantage';
+// The protocol (src/protocol, §1, §7): the round grammar, the model's protocol ids, the context window.
+export { parseRoundOutput } from './protocol/round';
+export { resolveProtocolIds } from './protocol/special-ids';
+export { AgentMemory } from './protocol/agent-memory';
+export type { ParsedRoundOutput, Violation } from './protocol/round';
+export type { ProtocolTokenIds } from './protocol/special-ids';
+export type { AgentMemoryOptions, MemoryRecord } from './protocol/agent-memory';
 
-export { gatherLogProbs } from './kernels/gather-log-probs';
-export { answerProbability, memoryRewards } from './kernels/answer-probability';
-export type { AnswerProbabilityOptions, MemoryRewards } from './kernels/answer-probability';
+// The pipeline (src/pipeline), one step a file: rollout §1-§2 → outcome reward §3 → snapshots §2 →
+// snapshot scoring and memory reward §4 → advantages §5 → batch §8; pipeline.ts wires them.
+export { runAgentLoop } from './pipeline/rollout';
+export { outcomeReward } from './pipeline/outcome-reward';
+export { buildSnapshots } from './pipeline/snapshots';
+export { scoreSnapshots } from './pipeline/snapshot-scoring';
+export { snapshotMemoryRewards } from './pipeline/memory-reward';
+export { computeAdvantages } from './pipeline/advantages';
+export { toBatchRecord, toTensorBatch } from './pipeline/batch';
+export { runPipeline, scoreBatch } from './pipeline/pipeline';
+export { summarize, evalReport, formatEvalReport } from './pipeline/summary';
+export { resolveOptions, DEFAULTS } from './options';
+export type { AgentLoopInput, AgentLoopStats } from './pipeline/rollout';
+export type { TensorBatch } from './pipeline/batch';
+export type { PipelineInput, PipelineResult, PipelineStats, BatchScoringStats } from './pipeline/pipeline';
+export type { RunSummary, EvalReport } from './pipeline/summary';
+export type { PipelineOptions, PipelineOptionsInput } from './options';
 
-export { ppoPolicyLoss, AGG_MODES, KL_TYPES } from './kernels/ppo-policy-loss';
-export type { PpoPolicyLossInput, PpoPolicyLossResult, AggMode, KlType } from './kernels/ppo-policy-loss';
+// What every layer shares (src/contracts.ts) and the one error class (src/errors.ts).
+export { PartialResultsError } from './contracts';
+export { MempoError, MempoPipelineError, MempoRuntimeError } from './errors';
+export type {
+  TextCodec, Generator, TargetScorer, GenerationRequest, GenerationOutput, ScoringItem, Retriever, RetrievedDoc,
+  Question, Trajectory, RoundTrace, Snapshot, BatchRecord, BatchRound,
+} from './contracts';
+export type { MempoErrorCode, PipelineErrorCode, RuntimeErrorCode } from './errors';
 
+// Engines: the embedded ONNX Runtime model (src/engines/local), inference servers (src/engines/http), a scripted fake.
 export { CausalLM } from './engines/local/causal-lm';
 export { Tokenizer } from './engines/local/tokenizer';
 export { KVCache } from './engines/local/kv-cache';
-export { MempoRuntimeError } from './engines/local/errors';
+export { LocalModel } from './engines/local/local-model';
+export { HttpCompletionsBackend, CompletionsBackendError } from './engines/http/client';
+export { connectCompletionsServers } from './engines/http/connect';
+export { ScriptedGenerator } from './engines/scripted';
 export { createRng } from './rng';
 export type { LoadOptions, ForwardInput, ForwardOutput } from './engines/local/causal-lm';
 export type { ChatMessage, ChatTemplateOptions } from './engines/local/tokenizer';
@@ -34,46 +70,22 @@ export type { GenerateOptions, GenerationResult, GenerationStats, FinishReason, 
 export type { ScoreItem, ScoreOptions, ScoreStats } from './engines/local/scorer';
 export type { SamplingParams } from './engines/local/sampler';
 export type { ModelConfig, ModelIO } from './engines/local/model-dir';
-export type { RuntimeErrorCode } from './engines/local/errors';
+export type { HttpCompletionsOptions, CompletionsApi, BackendStats } from './engines/http/client';
+export type { ServerBackendConfig } from './engines/http/connect';
 export type { Rng } from './rng';
 
-export { runPipeline } from './pipeline/pipeline';
-export { runAgentLoop } from './pipeline/rollout';
-export { LocalModel } from './engines/local/local-model';
-export { ScriptedGenerator } from './engines/scripted';
-export { scoreBatch } from './pipeline/pipeline';
-export { buildSnapshots } from './pipeline/snapshots';
-export { toBatchRecord, toTensorBatch } from './pipeline/batch';
-export { resolveOptions } from './options';
-export { readQuestions } from './io/questions';
-export { loadForResume } from './io/run-dir';
-export { summarize, evalReport, formatEvalReport } from './pipeline/summary';
-export type { PipelineInput, PipelineResult, PipelineStats, BatchScoringStats } from './pipeline/pipeline';
-export type { Trajectory, RoundTrace } from './contracts';
-export type { Generator, TargetScorer, TextCodec, GenerationRequest, GenerationOutput, ScoringItem } from './contracts';
-export type { Snapshot } from './contracts';
-export type { BatchRecord, BatchRound, TensorBatch } from './pipeline/batch';
-export type { PipelineOptions, PipelineOptionsInput } from './options';
-export type { Question } from './io/questions';
-export type { RunSummary, EvalReport } from './pipeline/summary';
+// Retrieval (src/retrieval) and the servers mempo runs (src/servers).
 export { Bm25Retriever } from './retrieval/bm25';
 export { HttpRetriever } from './retrieval/http-retriever';
 export { renderSearchObservation } from './retrieval/observation';
-export { parseRoundOutput } from './protocol/round';
-export { MempoPipelineError } from './errors';
+export { createRetrievalServer } from './servers/retrieval-server';
+export { createCompletionsServer } from './servers/completions-server';
 export type { ObservationOptions } from './retrieval/observation';
-export type { Retriever, RetrievedDoc } from './contracts';
-export type { ParsedRoundOutput, Violation } from './protocol/round';
-export { AgentMemory } from './protocol/agent-memory';
-export type { AgentMemoryOptions, MemoryRecord } from './protocol/agent-memory';
+export type { RetrievalServerOptions } from './servers/retrieval-server';
+export type { CompletionsServerOptions } from './servers/completions-server';
+
+// Files (src/io): questions, the run directory with resume, the HTML report.
+export { readQuestions } from './io/questions';
+export { loadForResume } from './io/run-dir';
 export { renderReport } from './io/report';
 export type { ReportOptions } from './io/report';
-export { createRetrievalServer } from './servers/retrieval-server';
-export type { RetrievalServerOptions } from './servers/retrieval-server';
-export { createCompletionsServer } from './servers/completions-server';
-export { HttpCompletionsBackend, CompletionsBackendError } from './engines/http/client';
-export { connectCompletionsServers } from './engines/http/connect';
-export { PartialResultsError } from './contracts';
-export type { CompletionsServerOptions } from './servers/completions-server';
-export type { HttpCompletionsOptions, CompletionsApi, BackendStats } from './engines/http/client';
-export type { ServerBackendConfig } from './engines/http/connect';

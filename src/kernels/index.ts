@@ -1,0 +1,16 @@
+/** The stable kernel API (docs/algorithm.md §3-§6): each kernel validates, then runs native or its JS twin. */
+export { backend, setBackend, nativeLoadErrors, uploadToDevice, gatherLogProbsOnDevice } from './backend';
+export { extractSolution, normalizeAnswer, emCheck, f1Score, validateFormat, computeScore } from './outcome-reward';
+export { gatherLogProbs } from './gather-log-probs';
+export { answerProbability, memoryRewards } from './answer-probability';
+export { grpoOutcomeAdvantage } from './outcome-advantage';
+export { memoryAdvantage } from './memory-advantage';
+export { finalAdvantage } from './final-advantage';
+export { groupNormalize } from './group-normalize';
+export { ppoPolicyLoss, AGG_MODES, KL_TYPES } from './ppo-policy-loss';
+export type { Backend, NativeDeviceBuffer } from './backend';
+export type { FormatResult, ComputeScoreOptions } from './outcome-reward';
+export type { AnswerProbabilityOptions, MemoryRewards } from './answer-probability';
+export type { GroupNormOptions } from './outcome-advantage';
+export type { MemoryAdvantageOptions, MemGrouping } from './memory-advantage';
+export type { PpoPolicyLossInput, PpoPolicyLossResult, AggMode, KlType } from './ppo-policy-loss';
