@@ -106,6 +106,17 @@ function aggWeights(mask: Uint8Array, R: number, C: number, agg: AggModeCode): {
   return { rowWeight, tokens };
 }
 
+/** KL to the reference for one token, `diff = logp - refLogp`: [value, d value / d logp] (k3 clamped like verl). */
+function klTerm(diff: number, klType: KlTypeCode): [number, number] {
+  if (klType === KL_TYPE_CODES.k1) return [diff, 1];
+  if (klType === KL_TYPE_CODES.k2) return [0.5 * diff * diff, diff];
+  const kRaw = -diff;
+  const k = kRaw < -20 ? -20 : kRaw > 20 ? 20 : kRaw;
+  const e = Math.exp(k);
+  const v = e - k - 1;
+  return [v > 10 ? 10 : v, v > 10 || k !== kRaw ? 0 : 1 - e];
+}
+
 function ppoPolicyLossJs(
   logp: Float32Array,
   oldLogp: Float32Array,
@@ -159,23 +170,9 @@ function ppoPolicyLossJs(
       pgLoss += w * l;
       let gk = 0;
       if (klType !== KL_TYPE_CODES.none) {
-        const diff = logp[i]! - ref![i]!;
-        let kld: number;
-        if (klType === KL_TYPE_CODES.k1) {
-          kld = diff;
-          gk = 1;
-        } else if (klType === KL_TYPE_CODES.k2) {
-          kld = 0.5 * diff * diff;
-          gk = diff;
-        } else {
-          const kRaw = -diff;
-          const k = kRaw < -20 ? -20 : kRaw > 20 ? 20 : kRaw;
-          const e = Math.exp(k);
-          const v = e - k - 1;
-          kld = v > 10 ? 10 : v;
-          gk = v > 10 || k !== kRaw ? 0 : 1 - e;
-        }
+        const [kld, dk] = klTerm(logp[i]! - ref![i]!, klType);
         klLoss += w * kld;
+        gk = dk;
       }
       grad[i] = w * (g + klCoef * gk);
     }

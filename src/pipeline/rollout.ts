@@ -12,7 +12,7 @@ import { MempoError } from '../errors';
 import { renderSearchObservation } from '../retrieval/observation';
 import { PartialResultsError, type GenerationOutput, type GenerationRequest, type Generator, type Question, type Retriever, type TextCodec } from '../contracts';
 import type { PipelineOptions } from '../options';
-import { mixSeed } from '../seed';
+import { mixSeed } from '../rng';
 import { applyGeneration, applyObservation, roundContext } from './round';
 import { handleDoneState, newTrajectory, protocolIds, type AgentLoopHooks, type ProtocolIds, type RolloutTrajectory } from './trajectory';
 

@@ -2,6 +2,7 @@
  * Request checks of `generate`: the options resolved to their defaults, and each prompt turned
  * into a sequence (ids checked, truncated if asked, its own token budget and sampling stream).
  */
+import { DEFAULTS } from '../../options';
 import { MempoError } from '../../errors';
 import { invalidArgument } from './errors';
 import { createRng, type Rng } from '../../rng';
@@ -36,7 +37,6 @@ export interface Seq {
   pad: number;
 }
 
-const DEFAULT_MAX_BATCH_SIZE = 64; // default: see src/options.ts (maxGenerateBatch)
 const DEFAULT_MAX_LOGITS_BYTES = 256 * 1024 * 1024;
 
 function optNumber(v: unknown, name: string, def: number, ok: (x: number) => boolean, what: string): number {
@@ -86,7 +86,7 @@ export function resolveGenerateOptions(model: ForwardModel, options: GenerateOpt
     throw invalidArgument('a non-negative integer', 'options.maxNewTokens', options.maxNewTokens);
   }
   const params = samplingParams(options);
-  const maxBatch = optNumber(options.maxBatchSize, 'options.maxBatchSize', DEFAULT_MAX_BATCH_SIZE, (x) => Number.isInteger(x) && x >= 1, 'a positive integer');
+  const maxBatch = optNumber(options.maxBatchSize, 'options.maxBatchSize', DEFAULTS.maxGenerateBatch, (x) => Number.isInteger(x) && x >= 1, 'a positive integer');
   const maxLogitsBytes = optNumber(options.maxLogitsBytes, 'options.maxLogitsBytes', DEFAULT_MAX_LOGITS_BYTES, (x) => x > 0, 'a positive number');
   const seed = optNumber(options.seed, 'options.seed', Math.floor(Math.random() * 2 ** 32), Number.isFinite, 'a finite number');
   const truncate = options.truncate ?? 'error';

@@ -2,6 +2,7 @@
  * Request checks of `scoreTargets`: the options resolved to their defaults, and each item's ids
  * checked (and its context truncated on the left if asked).
  */
+import { DEFAULTS } from '../../options';
 import { gatherLogProbs } from '../../kernels/gather-log-probs';
 import { MempoError } from '../../errors';
 import { invalidArgument } from './errors';
@@ -27,7 +28,6 @@ export interface Prepared {
   length: number;
 }
 
-const DEFAULT_MAX_BATCH_TOKENS = 8192; // default: see src/options.ts (scorerMaxBatchTokens)
 const DEFAULT_MAX_LOGITS_BYTES = 256 * 1024 * 1024;
 const DEFAULT_MIN_SHARED_PREFIX = 16;
 
@@ -41,7 +41,7 @@ export function resolveScoreOptions(model: ForwardModel, options: ScoreOptions):
   }
   const truncate = options.truncate ?? 'error';
   if (truncate !== 'error' && truncate !== 'left') throw invalidArgument("'error' or 'left'", 'options.truncate', truncate);
-  const maxBatchTokens = options.maxBatchTokens ?? DEFAULT_MAX_BATCH_TOKENS;
+  const maxBatchTokens = options.maxBatchTokens ?? DEFAULTS.scorerMaxBatchTokens;
   if (!Number.isInteger(maxBatchTokens) || maxBatchTokens < 1) throw invalidArgument('a positive integer', 'options.maxBatchTokens', maxBatchTokens);
   const maxLogitsBytes = options.maxLogitsBytes ?? DEFAULT_MAX_LOGITS_BYTES;
   if (typeof maxLogitsBytes !== 'number' || !(maxLogitsBytes > 0)) throw invalidArgument('a positive number', 'options.maxLogitsBytes', maxLogitsBytes);

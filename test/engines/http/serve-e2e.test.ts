@@ -16,7 +16,7 @@ import { join, relative, resolve } from 'node:path';
 import { Writable } from 'node:stream';
 import { main } from '../../../src/cli/main';
 import { createRng } from '../../../src/rng';
-import { mixSeed } from '../../../src/seed';
+import { mixSeed } from '../../../src/rng';
 import { streamSeed } from '../../../src/engines/http/client';
 
 const ROOT = resolve(__dirname, '..', '..', '..');
