@@ -16,6 +16,17 @@ export interface TextCodec {
   /** The tokenizer's own eos and pad ids, when it declares them (src/protocol/special-ids.ts). */
   readonly eosTokenId?: number | undefined;
   readonly padTokenId?: number | undefined;
+  /** The tokenizer's own Jinja chat template, when it ships one (docs/algorithm.md §1). */
+  readonly chatTemplate?: string | undefined;
+  /** `chatTemplate` applied to messages as text (transformers.js `apply_chat_template`, tokenize=false). */
+  renderChat?(messages: ReadonlyArray<ChatTurn>, options?: { addGenerationPrompt?: boolean }): string;
+}
+
+/** One chat message handed to a model's template; `reasoning_content` is read by templates such as Qwen3's. */
+export interface ChatTurn {
+  role: string;
+  content: string;
+  reasoning_content?: string;
 }
 
 /** Which trajectory and round a generation request belongs to. */

@@ -12,6 +12,8 @@ import { loadTransformers, type TransformersTokenizer } from './esm';
 export interface ChatMessage {
   role: 'system' | 'user' | 'assistant' | 'tool' | (string & {});
   content: string;
+  /** Passed to the template when given (Qwen3's reads it instead of splitting the content at `</think>`). */
+  reasoning_content?: string;
 }
 
 export interface ChatTemplateOptions {
@@ -125,7 +127,10 @@ export class Tokenizer {
         `The tokenizer in ${this.dir} has no chat_template (tokenizer_config.json or chat_template.jinja)`,
       );
     }
-    const out = this.tok.apply_chat_template(messages.map((m) => ({ role: m.role, content: m.content })), {
+    const turns = messages.map((m) => (m.reasoning_content === undefined
+      ? { role: m.role, content: m.content }
+      : { role: m.role, content: m.content, reasoning_content: m.reasoning_content }));
+    const out = this.tok.apply_chat_template(turns, {
       tokenize: false,
       add_generation_prompt: options.addGenerationPrompt ?? true,
       ...(options.chatTemplate !== undefined ? { chat_template: options.chatTemplate } : {}),
@@ -141,7 +146,8 @@ export class Tokenizer {
   private checkMessages(messages: readonly ChatMessage[]): void {
     if (!Array.isArray(messages)) throw invalidArgument('an array of messages', 'messages', messages);
     messages.forEach((m, i) => {
-      if (m === null || typeof m !== 'object' || typeof m.role !== 'string' || typeof m.content !== 'string') {
+      if (m === null || typeof m !== 'object' || typeof m.role !== 'string' || typeof m.content !== 'string'
+        || (m.reasoning_content !== undefined && typeof m.reasoning_content !== 'string')) {
         throw invalidArgument('{ role: string, content: string }', `messages[${i}]`, m);
       }
     });
