@@ -64,6 +64,8 @@ export const rolloutSchema = z.object({
   maxRoundTokens: posInt().default(160),
   /** 'full' (training rollout, default) or 'memory' (docs/algorithm.md §7 window). */
   context: z.enum(['full', 'memory']).default('full'),
+  /** [decided] chat rendering of the prompt and memory contexts (docs/algorithm.md §1, §7): the model's own template (default) or mempo's plain ChatML. */
+  chatTemplate: z.enum(['model', 'chatml']).default('model'),
   /** Questions whose groups are generated and scored together (one scorer call). */
   questionsPerBatch: posInt().default(8),
   /** Most sequences per model forward pass when generating. */

@@ -67,6 +67,7 @@ export function addPipelineOptions(cmd: Command, defaults: CommandDefaults = {})
   add('--max-response-tokens <n>', 'response token budget (generated + observation tokens)', int(1), defaults.maxResponseTokens ?? r.maxResponseTokens);
   add('--max-round-tokens <n>', 'most new tokens in one round', int(1), r.maxRoundTokens);
   add('--context <policy>', "context policy: 'full' (prompt + everything so far) or 'memory' (prepare_prompt window)", undefined, r.context, ['full', 'memory']);
+  add('--chat-template <which>', "[decided] chat rendering: 'model' (the tokenizer's own template; ChatML when it has none) or 'chatml' (mempo's plain ChatML)", undefined, r.chatTemplate, ['model', 'chatml']);
   add('--questions-per-batch <n>', 'questions rolled out and scored together (one scorer call per batch)', int(1), r.questionsPerBatch);
   add('--max-generate-batch <n>', 'most sequences per forward pass', int(1), r.maxGenerateBatch);
   add('--seed <n>', 'sampling seed (the same seed reproduces the same batch)', int(0), r.seed);
@@ -109,7 +110,7 @@ export function pipelineOptionsFromFlags(o: Record<string, unknown>, memoryRewar
   return resolveOptions({
     rollout: {
       groupSize: o['groupSize'], maxTurns: o['maxTurns'], maxResponseTokens: o['maxResponseTokens'], maxRoundTokens: o['maxRoundTokens'],
-      context: o['context'], questionsPerBatch: o['questionsPerBatch'], maxGenerateBatch: o['maxGenerateBatch'], seed: o['seed'],
+      context: o['context'], chatTemplate: o['chatTemplate'], questionsPerBatch: o['questionsPerBatch'], maxGenerateBatch: o['maxGenerateBatch'], seed: o['seed'],
       sampling: { temperature: o['temperature'], topP: o['topP'], topK: o['topK'] },
     },
     tool: { topk: o['topk'], docMaxChars: orNull(o['docMaxChars']), timeoutMs: o['retrieverTimeout'], retries: o['retrieverRetries'], backoffMs: o['retrieverBackoff'] },

@@ -3,7 +3,7 @@
  * generated tokens recorded as a `RoundTrace` with the state they lead to, and the tool
  * observation appended after a search.
  */
-import { renderChat } from '../protocol/chat';
+import { chatRendererFor } from '../protocol/chat';
 import { observationSegment } from '../protocol/stream';
 import { parseRoundOutput } from '../protocol/round';
 import type { GenerationFinish, GenerationOutput, RoundTrace, TextCodec } from '../contracts';
@@ -14,7 +14,7 @@ import { handleDoneState, type AgentLoopHooks, type ProtocolIds, type RolloutTra
 /** The ids the model is conditioned on at the start of the trajectory's next round (docs/algorithm.md §7). */
 export function roundContext(t: RolloutTrajectory, codec: TextCodec, options: PipelineOptions): number[] {
   if (options.rollout.context === 'full' || t.rounds.length === 0) return [...t.promptIds, ...t.responseIds];
-  return codec.encode(renderChat(t.memory.preparePrompt(), true));
+  return codec.encode(chatRendererFor(codec, options.rollout.chatTemplate).render(t.memory.preparePrompt(), true));
 }
 
 /** Appends generated ids (response_mask 1) with their sampling log-probs. */

@@ -4,7 +4,7 @@
  * the search query waiting for the tool; and the transition into DONE / ERROR.
  */
 import { MEM_CLOSE, MEM_OPEN } from '../protocol/tags';
-import { renderPrompt } from '../protocol/chat';
+import { chatRendererFor, renderPrompt } from '../protocol/chat';
 import { AgentMemory } from '../protocol/agent-memory';
 import { resolveProtocolIds } from '../protocol/special-ids';
 import { MempoError } from '../errors';
@@ -47,7 +47,7 @@ export function newTrajectory(question: Question, sample: number, codec: TextCod
     state: 'generating',
     doneReason: null,
     error: null,
-    promptIds: codec.encode(renderPrompt(question.question)),
+    promptIds: codec.encode(renderPrompt(question.question, undefined, chatRendererFor(codec, options.rollout.chatTemplate))),
     responseIds: [],
     responseMask: [],
     oldLogp: [],
