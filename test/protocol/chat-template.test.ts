@@ -13,6 +13,8 @@ import {
 import { newTrajectory } from '../../src/pipeline/trajectory';
 import { roundContext } from '../../src/pipeline/round';
 import { resolveOptions } from '../../src/options';
+import { addPipelineOptions, pipelineOptionsFromFlags } from '../../src/cli/options';
+import { Command } from 'commander';
 import type { RoundTrace } from '../../src/contracts';
 
 const ROOT = resolve(__dirname, '..', '..');
@@ -146,7 +148,16 @@ describe('the pipeline renders with rollout.chatTemplate (trajectory.ts prompt, 
     expect(roundContext(t, codec, options)).toEqual(codec.encode(memoryText));
   });
 
-  test("the default is 'model'", () => {
+  test("the default is 'model'; --chat-template chatml selects ChatML, anything else is rejected", () => {
     expect(resolveOptions({}).rollout.chatTemplate).toBe('model');
+    const parse = (argv: string[]) => {
+      const cmd = addPipelineOptions(new Command().exitOverride().configureOutput({ writeErr: () => {} }));
+      cmd.parse(argv, { from: 'user' });
+      return pipelineOptionsFromFlags(cmd.opts()).rollout.chatTemplate;
+    };
+    expect(parse([])).toBe('model');
+    expect(parse(['--chat-template', 'chatml'])).toBe('chatml');
+    expect(() => parse(['--chat-template', 'jinja'])).toThrow("Allowed choices are model, chatml");
+    expect(() => resolveOptions({ rollout: { chatTemplate: 'jinja' } })).toThrow('Invalid option options.rollout.chatTemplate');
   });
 });
