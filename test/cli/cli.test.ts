@@ -39,7 +39,7 @@ describe('mempo command', () => {
       'rollout', 'eval', '--out', '--questions', '--limit', '--group-size', '--model', '--corpus', '--retriever', '--context', '--seed',
       '--resume', '--quiet', '--json', '--max-turns', '--max-response-tokens', '--max-round-tokens', '--temperature', '--topk',
       '--doc-max-chars', '--mem-span', '--answer-template', '--threshold', '--mem-context-last-observation', '--window-tool-results',
-      '--search-short-text-chars', '--webpage-short-text-chars', '--format-score', '--eps', '--no-norm-by-std', '--mem-grouping', '--alpha',
+      '--search-short-text-chars', '--chat-template', '--webpage-short-text-chars', '--format-score', '--eps', '--no-norm-by-std', '--mem-grouping', '--alpha',
     ]) expect(out).toContain(flag);
   });
 
