@@ -88,11 +88,11 @@ describe('Bm25Retriever (minisearch)', () => {
       JSON.stringify({ id: '2', title: 'Lyon', contents: 'Lyon is a city in France.', url: 'https://en.wikipedia.org/wiki/Lyon' }),
     ].join('\n') + '\n');
     const bm25 = Bm25Retriever.fromJsonl(f);
-    const [[paris]] = (await bm25.search(['Paris capital'], 1)) as [[{ title: string; contents: string; url?: string }]];
+    const paris = (await bm25.search(['Paris capital'], 1))[0]![0]!;
     expect(paris).toMatchObject({ id: '1', title: 'Paris', contents: 'Paris is the capital of France.' });
     expect(paris.url).toBeUndefined();
-    expect(renderSearchObservation([paris as never])).toBe('<information>Doc 1 (Paris): Paris is the capital of France.</information>');
-    const [[lyon]] = (await bm25.search(['Lyon'], 1)) as [[{ url?: string }]];
+    expect(renderSearchObservation([paris])).toBe('<information>Doc 1 (Paris): Paris is the capital of France.</information>');
+    const lyon = (await bm25.search(['Lyon'], 1))[0]![0]!;
     expect(lyon.url).toBe('https://en.wikipedia.org/wiki/Lyon');
   });
 
