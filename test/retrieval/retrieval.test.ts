@@ -80,7 +80,7 @@ describe('Bm25Retriever (minisearch)', () => {
     expect(() => Bm25Retriever.fromJsonl(join(dir, 'missing.jsonl'))).toThrow(/^Cannot read .*missing\.jsonl/);
   });
 
-  test('a Search-R1 wiki-18 row ({ id, contents: "\"Title\"\ntext" }) renders with its title once; url is kept', async () => {
+  test('a Search-R1 wiki-18 row ({ id, contents: "\u0022Title\u0022\ntext" }) renders with its title once; url is kept', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'mempo-c-'));
     const f = join(dir, 'wiki.jsonl');
     writeFileSync(f, [
