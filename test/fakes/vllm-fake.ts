@@ -141,7 +141,7 @@ function promptLogprobs(p: readonly number[], m: FakeModel): unknown[] {
 function completionLogprobs(ids: readonly number[], lps: readonly number[], m: FakeModel, asIds: boolean): unknown {
   const tokens = ids.map((id) => (asIds ? `token_id:${id}` : m.decode([id])));
   const textOffset: number[] = [];
-  tokens.forEach((t, k) => textOffset.push(k === 0 ? 0 : textOffset[k - 1]! + [...tokens[k - 1]!].length));
+  tokens.forEach((_, k) => textOffset.push(k === 0 ? 0 : textOffset[k - 1]! + [...tokens[k - 1]!].length));
   return {
     text_offset: textOffset,
     token_logprobs: lps.map((x) => Math.max(x, -9999)),
