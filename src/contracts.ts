@@ -114,6 +114,8 @@ export interface RetrievedDoc {
   contents: string;
   score: number;
   id?: string;
+  /** The document's address, when the corpus has one. */
+  url?: string;
 }
 
 /** Anything that answers queries with ranked documents: local BM25, an HTTP server, a fake. */

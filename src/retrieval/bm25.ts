@@ -1,18 +1,26 @@
 /**
  * The embedded retriever: BM25 (minisearch's BM25+, k1 1.2, b 0.7, delta 0.5) over a JSONL
- * corpus of `{ id, title, contents }` lines, fields `title` and `contents` searched together.
+ * corpus of `{ id, title, contents, url? }` lines, fields `title` and `contents` searched
+ * together. A line without `title` is in Search-R1's wiki-18 layout (`{ id, contents:
+ * "\"Title\"\ntext" }`): its title is the first line of `contents`, kept once.
  */
 import MiniSearch from 'minisearch';
 import { z } from 'zod';
 import { MempoError } from '../errors';
 import { readJsonlLines } from '../io/jsonl';
 import type { RetrievedDoc, Retriever } from '../contracts';
+import { splitTitle } from './observation';
 
 export const corpusLineSchema = z.object({
   id: z.preprocess((v) => (typeof v === 'number' && Number.isInteger(v) ? String(v) : v), z.string().min(1)),
-  title: z.string().default(''),
+  title: z.string().optional(),
   contents: z.string(),
-});
+  url: z.string().optional(),
+}).transform(({ id, title, contents, url }) => ({
+  id,
+  ...(title === undefined ? splitTitle(contents) : { title, contents }),
+  ...(url !== undefined ? { url } : {}),
+}));
 
 export type CorpusDocument = z.output<typeof corpusLineSchema>;
 
@@ -74,7 +82,7 @@ export class Bm25Retriever implements Retriever {
     });
     return hits.slice(0, topk).map((h) => {
       const doc = this.docs.get(String(h.id))!;
-      return { id: doc.id, title: doc.title, contents: doc.contents, score: h.score };
+      return { id: doc.id, title: doc.title, contents: doc.contents, score: h.score, ...(doc.url !== undefined ? { url: doc.url } : {}) };
     });
   }
 }

@@ -1,8 +1,9 @@
 /**
  * HTTP client of the retrieval-server API used by Search-R1 and ASearcher:
  * `POST {url}` with `{ queries, topk, return_scores: true }`, answered by
- * `{ result: [[{ document: { contents, title? }, score }]] }` (one list per query). Documents
- * without a title follow Search-R1's corpus layout: the first line of `contents` is the title.
+ * `{ result: [[{ document: { contents, title?, url? }, score }]] }` (one list per query; servers
+ * that leave return_scores false answer bare documents). Documents without a title follow
+ * Search-R1's corpus layout: the first line of `contents` is the title (`splitTitle`).
  * Each request has a timeout; network errors, timeouts and 5xx answers are retried with
  * exponential backoff; when the server stays down the error says so and how to fix it.
  */
@@ -12,6 +13,7 @@ import { isHttpUrl } from '../validate';
 import { MempoError } from '../errors';
 import { zodMessage } from '../io/jsonl';
 import type { RetrievedDoc, Retriever } from '../contracts';
+import { splitTitle } from './observation';
 
 export interface HttpRetrieverOptions {
   /** Per-request timeout in ms (default 10000). */
@@ -22,7 +24,7 @@ export interface HttpRetrieverOptions {
   backoffMs?: number;
 }
 
-const documentSchema = z.object({ contents: z.string(), title: z.string().optional(), id: z.union([z.string(), z.number()]).optional() }).passthrough();
+const documentSchema = z.object({ contents: z.string(), title: z.string().optional(), id: z.union([z.string(), z.number()]).nullish(), url: z.string().nullish() }).passthrough();
 const hitSchema = z.union([
   z.object({ document: documentSchema, score: z.number().optional() }).passthrough(),
   documentSchema,
@@ -34,19 +36,10 @@ class RetryableError extends Error {}
 function toDoc(hit: z.output<typeof hitSchema>): RetrievedDoc {
   const doc = 'document' in hit ? (hit.document as z.output<typeof documentSchema>) : (hit as z.output<typeof documentSchema>);
   const score = 'document' in hit && typeof hit.score === 'number' ? hit.score : 0;
-  let title = doc.title;
-  let contents = doc.contents;
-  if (title === undefined) {
-    const nl = contents.indexOf('\n');
-    if (nl >= 0) {
-      title = contents.slice(0, nl).trim().replace(/^"(.*)"$/, '$1');
-      contents = contents.slice(nl + 1).trim();
-    } else {
-      title = '';
-    }
-  }
+  const { title, contents } = doc.title === undefined ? splitTitle(doc.contents) : { title: doc.title, contents: doc.contents };
   const out: RetrievedDoc = { title, contents, score };
-  if (doc.id !== undefined) out.id = String(doc.id);
+  if (doc.id !== undefined && doc.id !== null) out.id = String(doc.id);
+  if (typeof doc.url === 'string') out.url = doc.url;
   return out;
 }
 

@@ -6,6 +6,17 @@
 import type { RetrievedDoc } from '../contracts';
 import { INFORMATION_CLOSE, INFORMATION_OPEN } from '../protocol/tags';
 
+/**
+ * Search-R1's corpus layout (wiki-18: `{ id, contents: "\"Title\"\ntext" }`): a document without
+ * a title has it on the first line of `contents`, in quotes. Returns the title once and the text
+ * without it; contents without a line break have no title.
+ */
+export function splitTitle(contents: string): { title: string; contents: string } {
+  const nl = contents.indexOf('\n');
+  if (nl < 0) return { title: '', contents };
+  return { title: contents.slice(0, nl).trim().replace(/^"(.*)"$/, '$1'), contents: contents.slice(nl + 1).trim() };
+}
+
 /** Number of documents the retriever returns per search. */
 export const DEFAULT_TOPK = 3;
 

@@ -20,7 +20,7 @@ interface SamplingSettings {
   seed: number | null;
 }
 
-type VllmPromptLogprobs = (null | Record<string, { logprob: number }>)[];
+type VllmPromptLogprobs = (null | Record<string, { logprob: number; rank: number; decoded_token: string }>)[];
 
 const isLength = (g: GenerationResult) => g.finishReason === 'length' || g.finishReason === 'context';
 
@@ -76,7 +76,8 @@ export class CompletionsHandlers {
     let plp: VllmPromptLogprobs[] | undefined;
     if (r.promptLogprobs !== null) {
       const lps = await this.promptLogprobs(r.prompts);
-      plp = r.prompts.map((p, k) => [null, ...p.slice(1).map((id, i) => ({ [String(id)]: { logprob: lps[k]![i]! } }))]);
+      // vLLM's Logprob { logprob, rank, decoded_token }; the scorer gives no rank, so 1 stands for it.
+      plp = r.prompts.map((p, k) => [null, ...p.slice(1).map((id, i) => ({ [String(id)]: { logprob: lps[k]![i]!, rank: 1, decoded_token: this.piece(id) } }))]);
     }
     const results = await this.sample(r.prompts, r.n, { ...r, stopTokenIds: [] });
     const choices: unknown[] = [];
@@ -99,19 +100,29 @@ export class CompletionsHandlers {
   private vllmChoice(r: CompletionRequest, p: number, j: number, g: GenerationResult, plp: VllmPromptLogprobs | undefined): unknown {
     const codec = this.model.codec;
     const ids = g.tokenIds;
+    const last = ids[ids.length - 1];
+    // vLLM: the stop string, or the stop token id that ended it; null on eos and length.
+    const stopReason = g.stop ?? (g.finishReason === 'stop' && last !== undefined ? last : null);
+    // Every field of vLLM's CompletionResponseChoice, null unless asked for (FastAPI's model_dump()).
     return {
       index: p * r.n + j,
       text: (r.echo ? codec.decode(r.prompts[p]!) : '') + codec.decode(ids),
-      token_ids: ids,
-      ...(r.returnTokenIds ? { prompt_token_ids: r.prompts[p] } : {}),
-      logprobs: r.logprobs === null ? null : {
-        tokens: ids.map((id) => (r.tokensAsIds ? `token_id:${id}` : this.piece(id))),
-        token_logprobs: Array.from(g.logprobs),
-      },
+      logprobs: r.logprobs === null ? null : this.vllmLogprobs(ids, g.logprobs, r.tokensAsIds),
       finish_reason: isLength(g) ? 'length' : 'stop',
-      stop_reason: g.stop ?? null,
-      ...(plp ? { prompt_logprobs: plp } : {}),
+      stop_reason: stopReason,
+      token_ids: r.returnTokenIds ? ids : null,
+      prompt_logprobs: plp ?? null,
+      prompt_token_ids: r.returnTokenIds ? r.prompts[p] : null,
     };
+  }
+
+  /** vLLM's CompletionLogProbs: text_offset advances by each token string's length; top_logprobs holds the chosen token (logprobs 0). */
+  private vllmLogprobs(ids: readonly number[], lps: Float32Array, asIds: boolean): unknown {
+    const tokens = ids.map((id) => (asIds ? `token_id:${id}` : this.piece(id)));
+    const textOffset: number[] = [];
+    tokens.forEach((_, k) => textOffset.push(k === 0 ? 0 : textOffset[k - 1]! + [...tokens[k - 1]!].length));
+    const values = Array.from(lps, (x) => Math.max(x, -9999));
+    return { text_offset: textOffset, token_logprobs: values, tokens, top_logprobs: tokens.map((t, k) => ({ [t]: values[k]! })) };
   }
 
   /** POST /generate: one answer per prompt and sample; a single prompt with n = 1 answers a bare object. */

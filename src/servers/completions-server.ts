@@ -5,10 +5,14 @@
  *   POST /v1/completions { model, prompt: number[] | number[][], n?, temperature?, top_p?, top_k?,
  *                          max_tokens?, stop?, logprobs?, seed?, return_tokens_as_token_ids?,
  *                          return_token_ids?, prompt_logprobs?, echo? }
- *   → { id, object: 'text_completion', model, choices: [{ index, text, token_ids, prompt_token_ids?,
- *       logprobs: { tokens, token_logprobs }, finish_reason, stop_reason, prompt_logprobs? }], usage }
- *     (vLLM's shapes: with several prompts, choice index = prompt index × n + sample; prompt_logprobs
- *     is on every choice, null first, then { [id]: { logprob } } per prompt token)
+ *   → { id, object: 'text_completion', model, choices: [{ index, text, logprobs: { text_offset,
+ *       token_logprobs, tokens, top_logprobs } | null, finish_reason, stop_reason, token_ids,
+ *       prompt_logprobs, prompt_token_ids }], usage }
+ *     (vLLM's shapes: every field there, null unless asked for — token_ids / prompt_token_ids with
+ *     return_token_ids, logprobs with logprobs, prompt_logprobs with prompt_logprobs; with several
+ *     prompts, choice index = prompt index × n + sample; prompt_logprobs is null first, then
+ *     { [id]: { logprob, rank, decoded_token } } per prompt token; stop_reason is the stop string
+ *     or the stop token id, null on eos and length)
  *   POST /generate { input_ids: number[] | number[][], sampling_params?: { max_new_tokens, temperature,
  *                    top_p, top_k, stop, stop_token_ids, n, sampling_seed, skip_special_tokens,
  *                    no_stop_trim }, return_logprob?, logprob_start_len?: number | number[],

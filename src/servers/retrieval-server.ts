@@ -4,9 +4,11 @@
  * server on loopback and a user can put a local corpus behind the production interface.
  *
  *   POST /retrieve  { queries: string[], topk?: number, return_scores?: boolean }
- *   →               { result: [[{ document: { id, title, contents }, score }]] }   (one list per query)
+ *   →               { result: [[{ document: { id, title, contents, url? }, score }]] }   (one list per query)
  *
- * Without return_scores each hit is the bare document, as Search-R1's server answers.
+ * return_scores defaults to false, as in Search-R1's and ASearcher's `retrieval_server.py`
+ * (`QueryRequest.return_scores: bool = False`): each hit is then the bare document. `url` is
+ * there when the corpus line has one.
  */
 import * as http from 'node:http';
 import { listenOn, parseJsonObject, readBody, RequestError, sendJson } from './http';
@@ -47,7 +49,7 @@ export function parseRetrieveRequest(
   if (typeof topk !== 'number' || !Number.isInteger(topk) || topk < 1 || topk > o.maxTopk) {
     throw new RequestError(400, `field "topk": expected an integer in [1, ${o.maxTopk}], received ${JSON.stringify(topk)}`);
   }
-  const rs = b['return_scores'] ?? true;
+  const rs = b['return_scores'] ?? false;
   if (typeof rs !== 'boolean') throw new RequestError(400, 'field "return_scores": expected a boolean');
   return { queries: queries as string[], topk, returnScores: rs };
 }
@@ -71,7 +73,7 @@ export function createRetrievalServer(retriever: Retriever, options: RetrievalSe
         send(200, {
           result: hits.map((list) =>
             list.map((d) => {
-              const document = { id: d.id ?? null, title: d.title, contents: d.contents };
+              const document = { id: d.id ?? null, title: d.title, contents: d.contents, ...(d.url !== undefined ? { url: d.url } : {}) };
               return returnScores ? { document, score: d.score } : document;
             }),
           ),

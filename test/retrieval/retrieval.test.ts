@@ -80,6 +80,22 @@ describe('Bm25Retriever (minisearch)', () => {
     expect(() => Bm25Retriever.fromJsonl(join(dir, 'missing.jsonl'))).toThrow(/^Cannot read .*missing\.jsonl/);
   });
 
+  test('a Search-R1 wiki-18 row ({ id, contents: "\u0022Title\u0022\ntext" }) renders with its title once; url is kept', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mempo-c-'));
+    const f = join(dir, 'wiki.jsonl');
+    writeFileSync(f, [
+      JSON.stringify({ id: '1', contents: '"Paris"\nParis is the capital of France.' }),
+      JSON.stringify({ id: '2', title: 'Lyon', contents: 'Lyon is a city in France.', url: 'https://en.wikipedia.org/wiki/Lyon' }),
+    ].join('\n') + '\n');
+    const bm25 = Bm25Retriever.fromJsonl(f);
+    const paris = (await bm25.search(['Paris capital'], 1))[0]![0]!;
+    expect(paris).toMatchObject({ id: '1', title: 'Paris', contents: 'Paris is the capital of France.' });
+    expect(paris.url).toBeUndefined();
+    expect(renderSearchObservation([paris])).toBe('<information>Doc 1 (Paris): Paris is the capital of France.</information>');
+    const lyon = (await bm25.search(['Lyon'], 1))[0]![0]!;
+    expect(lyon.url).toBe('https://en.wikipedia.org/wiki/Lyon');
+  });
+
   test('observations are <information> blocks with each document cut', () => {
     const docs = [{ title: 'A', contents: 'x'.repeat(20), score: 1 }, { title: 'B', contents: 'short', score: 0 }];
     expect(renderSearchObservation(docs, { docMaxChars: 5 })).toBe('<information>Doc 1 (A): xxxxx\nDoc 2 (B): short</information>');
@@ -119,7 +135,7 @@ describe('HttpRetriever (Search-R1 / ASearcher retrieval server API)', () => {
       seen = { method: req.method, url: req.url, body: JSON.parse(body) };
       answerWith(res, 200, { result: [
         [{ document: { id: '7', contents: '"Mamek"\nMamek is a city in Thersekle.' }, score: 3.5 }],
-        [{ document: { contents: 'no title line', title: 'T' }, score: 1 }, { contents: 'bare document' }],
+        [{ document: { contents: 'no title line', title: 'T', url: 'https://x.test/T' }, score: 1 }, { contents: 'bare document' }],
       ] });
     });
     try {
@@ -128,7 +144,7 @@ describe('HttpRetriever (Search-R1 / ASearcher retrieval server API)', () => {
       expect(seen).toEqual({ method: 'POST', url: '/retrieve', body: { queries: ['a', 'b'], topk: 2, return_scores: true } });
       expect(res).toEqual([
         [{ id: '7', title: 'Mamek', contents: 'Mamek is a city in Thersekle.', score: 3.5 }],
-        [{ title: 'T', contents: 'no title line', score: 1 }, { title: '', contents: 'bare document', score: 0 }],
+        [{ title: 'T', contents: 'no title line', score: 1, url: 'https://x.test/T' }, { title: '', contents: 'bare document', score: 0 }],
       ]);
       // A bare server address means its /retrieve endpoint.
       expect(new HttpRetriever(srv.url.replace('/retrieve', '')).url).toBe(srv.url);

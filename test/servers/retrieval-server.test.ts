@@ -10,7 +10,7 @@ import { HttpRetriever } from '../../src/retrieval/http-retriever';
 const corpus = [
   { id: 'd1', title: 'Mamek', contents: 'Mamek is a city in Thersekle. Mamek is governed by Peikven Jodor.' },
   { id: 'd2', title: 'Faimvais Bank', contents: 'Faimvais Bank was founded by Tolo Vosman. Faimvais Bank is based in Mamek.' },
-  { id: 'd3', title: 'Tolo Vosman', contents: 'Tolo Vosman was born in Ostra.' },
+  { id: 'd3', title: 'Tolo Vosman', contents: 'Tolo Vosman was born in Ostra.', url: 'https://wiki.test/Tolo_Vosman' },
 ];
 
 describe('retrieval server (POST /retrieve)', () => {
@@ -48,6 +48,14 @@ describe('retrieval server (POST /retrieve)', () => {
     const { status, json } = await post({ queries: ['Mamek'], topk: 1, return_scores: false });
     expect(status).toBe(200);
     expect(json).toEqual({ result: [[{ id: 'd1', title: 'Mamek', contents: corpus[0]!.contents }]] });
+  });
+
+  it('defaults return_scores to false (Search-R1 / ASearcher QueryRequest) and passes url through', async () => {
+    const { status, json } = await post({ queries: ['Vosman born'], topk: 1 });
+    expect(status).toBe(200);
+    expect(json).toEqual({ result: [[{ id: 'd3', title: 'Tolo Vosman', contents: corpus[2]!.contents, url: 'https://wiki.test/Tolo_Vosman' }]] });
+    const scored = await post({ queries: ['Vosman born'], topk: 1, return_scores: true });
+    expect((scored.json['result'] as { score: unknown }[][])[0]![0]!.score).toEqual(expect.any(Number));
   });
 
   it.each([

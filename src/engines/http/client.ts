@@ -79,7 +79,7 @@ export class HttpCompletionsBackend implements Generator, TargetScorer {
     this.codec = options.codec;
     this.maxContextTokens = options.maxContextTokens;
     const eos = new Set(options.eosTokenIds ?? resolveProtocolIds(options.codec).eosTokenIds);
-    this.dialect = o.api === 'sglang' ? sglangDialect(eos) : vllmDialect(this.model, eos);
+    this.dialect = o.api === 'sglang' ? sglangDialect(eos) : vllmDialect(this.model, eos, options.modelAliases ?? []);
     this.scoreBatchSize = o.scoreBatchSize;
     this.sendSeed = o.sendSeed;
   }

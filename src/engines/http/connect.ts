@@ -1,13 +1,16 @@
 /**
  * `connectCompletionsServers(config)`: an `HttpCompletionsBackend` (the pipeline's Generator and
  * TargetScorer) from a plain config object, as `mempo rollout --server URL ...` builds it. The
- * local model directory provides only the tokenizer (chat template, codec) and config.json (eos
- * ids, context length); its ONNX file is not opened. The model name defaults to the first one
- * `GET /v1/models` of the first endpoint lists (vLLM and SGLang both serve it), else the
- * directory's name.
+ * local model directory provides only the tokenizer (tokenizer.json, tokenizer_config.json: chat
+ * template, codec, its eos) and, when there, config.json / generation_config.json (eos ids, the
+ * context length); no ONNX file or architecture field is needed. The context length is
+ * `max_model_len` of `GET /v1/models` (vLLM's ModelCard), else config.json's. The model name
+ * defaults to the first one `GET /v1/models` of the first endpoint lists (vLLM and SGLang both
+ * serve it), else the directory's name; every name listed is accepted in answers (vLLM answers
+ * with the first `--served-model-name` whichever alias was asked for).
  */
-import { basename, join, resolve } from 'node:path';
-import { readModelConfig } from '../local/model-dir';
+import { basename, resolve } from 'node:path';
+import { readServerModelConfig } from '../local/model-dir';
 import { Tokenizer } from '../local/tokenizer';
 import type { TextCodec } from '../../contracts';
 import { MempoError } from '../../errors';
@@ -23,11 +26,11 @@ export interface ServerBackendConfig extends Omit<HttpCompletionsOptions, 'model
   api?: CompletionsApi;
   /** Model name; default: the first id GET /v1/models lists on the first endpoint, else the model directory's name. */
   model?: string | null;
-  /** Local model directory: tokenizer.json, tokenizer_config.json, config.json (no ONNX file needed). */
+  /** Local model directory: tokenizer.json, tokenizer_config.json; config.json and generation_config.json optional (no ONNX file needed). */
   modelDir?: string;
   /** Instead of loading the tokenizer from modelDir. */
   codec?: TextCodec;
-  /** Default: max_model_len from /v1/models, else config.json's max_position_embeddings. */
+  /** Default: max_model_len from /v1/models, else config.json's max_position_embeddings (one of them must be there). */
   maxContextTokens?: number;
   /** Progress lines (which model name was chosen and why). */
   log?: (line: string) => void;
@@ -79,7 +82,7 @@ export async function connectCompletionsServers(config: ServerBackendConfig): Pr
   const log = config.log ?? (() => undefined);
   if (config.codec === undefined && config.modelDir === undefined) throw new MempoError('ERR_INVALID_OPTION', 'connectCompletionsServers needs modelDir (for the tokenizer) or codec');
   const dir = config.modelDir === undefined ? null : resolve(config.modelDir);
-  const modelConfig = dir === null ? null : readModelConfig({ dir, configPath: join(dir, 'config.json'), modelPath: '' });
+  const modelConfig = dir === null ? null : readServerModelConfig(dir);
   const codec = config.codec ?? (await Tokenizer.load(dir!));
 
   const listed = await listServedModels(urls[0]!, Math.min(config.timeoutMs ?? HTTP_ENGINE_DEFAULTS.modelsTimeoutMs, HTTP_ENGINE_DEFAULTS.modelsTimeoutMs), config.fetch ?? fetch);
@@ -101,8 +104,14 @@ export async function connectCompletionsServers(config: ServerBackendConfig): Pr
     log(`server model "${model}" (${listed.url} could not be read: ${why})`);
   }
   const maxContextTokens = config.maxContextTokens ?? card?.maxModelLen ?? modelConfig?.maxPositions;
-  if (maxContextTokens === undefined) throw new MempoError('ERR_INVALID_OPTION', 'connectCompletionsServers needs maxContextTokens (or modelDir with a config.json)');
+  if (maxContextTokens === undefined) {
+    const served = 'error' in listed ? `${listed.url} could not be read (${listed.error})` : card ? `${listed.url} gives no max_model_len for "${model}"` : `${listed.url} lists no model`;
+    const local = dir === null ? 'no model directory was given' : `${dir} has no config.json with max_position_embeddings`;
+    throw new MempoError('ERR_INVALID_OPTION', `the model's context length is unknown: ${served} and ${local}; pass maxContextTokens`);
+  }
   const eosTokenIds = config.eosTokenIds ?? (modelConfig && modelConfig.eosTokenIds.length > 0 ? modelConfig.eosTokenIds : undefined);
   const { urls: _u, api: _a, model: _m, modelDir: _d, codec: _c, maxContextTokens: _x, log: _l, ...rest } = config;
-  return new HttpCompletionsBackend(urls, { ...rest, api, model, codec, maxContextTokens, ...(eosTokenIds ? { eosTokenIds } : {}) });
+  // vLLM lists every --served-model-name and answers with the first: all of them name this model.
+  const modelAliases = 'models' in listed ? listed.models.map((m) => m.id).filter((id) => id !== model) : [];
+  return new HttpCompletionsBackend(urls, { ...rest, api, model, codec, maxContextTokens, modelAliases, ...(eosTokenIds ? { eosTokenIds } : {}) });
 }

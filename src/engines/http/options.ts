@@ -22,6 +22,12 @@ export const HTTP_ENGINE_DEFAULTS = Object.freeze({
 export interface HttpCompletionsOptions {
   /** Model name sent with every vLLM request and checked in every vLLM answer (SGLang answers carry none). */
   model: string;
+  /**
+   * Other names a vLLM answer may carry for `model`: vLLM answers with its first
+   * `--served-model-name` whichever alias the request named, so `connectCompletionsServers` passes
+   * every id GET /v1/models lists. Default: none (only `model`).
+   */
+  modelAliases?: readonly string[];
   codec: TextCodec;
   maxContextTokens: number;
   /** Server dialect (default 'vllm'). */

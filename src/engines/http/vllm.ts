@@ -5,18 +5,22 @@
  * `token_id:N` (`return_tokens_as_token_ids`). Scoring sends context + target as one prompt with
  * `prompt_logprobs: 0` and reads `choices[k].prompt_logprobs` (several items per request:
  * `prompt` is then a list of token-id lists, one choice per item). Every answer must name the
- * model the request was sent to.
+ * model the request was sent to or one of its aliases (vLLM answers with the first
+ * `--served-model-name` whichever alias was asked for). Fields vLLM leaves out of an answer come
+ * as null (`token_ids`, `prompt_token_ids`, `prompt_logprobs` unless asked for); prompt log-prob
+ * entries are `{ logprob, rank, decoded_token }` (vllm/entrypoints/openai/protocol.py).
  */
 import type { GenerateParams, GenerationOutput, GenerationRequest } from '../../contracts';
 import { finishOf, isTokenId, NEUTRAL_SCORING, serverTopK, type CompletionsDialect, type ScoringJob } from './dialect';
 import { serverError } from '../../errors';
 
-export function vllmDialect(model: string, eos: ReadonlySet<number>): CompletionsDialect {
+export function vllmDialect(model: string, eos: ReadonlySet<number>, aliases: readonly string[] = []): CompletionsDialect {
+  const names = new Set([model, ...aliases]);
   return {
     generationBody: (r, params, seed) => generationBody(model, r, params, seed),
-    parseGeneration: (j, where, r) => parseGeneration(answer(j, where, model), where, r, eos),
+    parseGeneration: (j, where, r) => parseGeneration(answer(j, where, model, names), where, r, eos),
     scoringBody: (group) => ({ model, prompt: group.map((x) => x.prompt), ...NEUTRAL_SCORING.vllm, prompt_logprobs: 0, n: 1 }),
-    scoringAnswers: (j, where, group) => scoringChoices(answer(j, where, model), where, group),
+    scoringAnswers: (j, where, group) => scoringChoices(answer(j, where, model, names), where, group),
     targetLogprobs: (part, w, x, g) => targetLogprobs(part as Record<string, unknown> | undefined, w, x, g),
   };
 }
@@ -42,11 +46,14 @@ function generationBody(model: string, r: GenerationRequest, params: GeneratePar
   };
 }
 
-/** A completions answer object from `model`, with a "choices" array. */
-function answer(j: unknown, where: string, model: string): Record<string, unknown> {
+/** A completions answer object from `model` (or an alias of it), with a "choices" array. */
+function answer(j: unknown, where: string, model: string, names: ReadonlySet<string>): Record<string, unknown> {
   if (typeof j !== 'object' || j === null || Array.isArray(j)) throw serverError(`${where}: the answer is not a JSON object`);
   const o = j as Record<string, unknown>;
-  if (o['model'] !== model) throw serverError(`${where}: the answer comes from model ${JSON.stringify(o['model'])}, expected ${JSON.stringify(model)}`);
+  if (typeof o['model'] !== 'string' || !names.has(o['model'])) {
+    const also = names.size > 1 ? ` (or one of its aliases ${[...names].filter((n) => n !== model).map((n) => JSON.stringify(n)).join(', ')})` : '';
+    throw serverError(`${where}: the answer comes from model ${JSON.stringify(o['model'])}, expected ${JSON.stringify(model)}${also}`);
+  }
   if (!Array.isArray(o['choices'])) throw serverError(`${where}: the answer has no "choices" array`);
   return o;
 }

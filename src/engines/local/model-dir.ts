@@ -110,6 +110,45 @@ export function readModelConfig(files: ModelFiles): ModelConfig {
   };
 }
 
+/**
+ * What `--server` needs from a model directory besides the tokenizer: eos / pad ids and, when
+ * config.json names it, the context length. Both config.json and generation_config.json are
+ * optional (a tokenizer-only directory: tokenizer.json + tokenizer_config.json); no architecture
+ * field is read, since the weights live on the server.
+ */
+export interface ServerModelConfig {
+  /** `eos_token_id` of config.json then generation_config.json; empty when neither names one. */
+  eosTokenIds: number[];
+  padTokenId: number | undefined;
+  /** config.json's context length, or undefined (the server's max_model_len then decides). */
+  maxPositions: number | undefined;
+  /** The config files that were read. */
+  files: string[];
+}
+
+export function readServerModelConfig(dir: string): ServerModelConfig {
+  const root = resolve(dir);
+  requireDirectory(root, 'model directory');
+  const eos: number[] = [];
+  let pad: number | undefined;
+  let maxPositions: number | undefined;
+  const files: string[] = [];
+  for (const name of ['config.json', 'generation_config.json']) {
+    const path = join(root, name);
+    if (!existsSync(path)) continue;
+    const raw = readJson(path, name === 'config.json' ? 'model config' : 'generation config');
+    files.push(path);
+    for (const id of idList(raw['eos_token_id'])) if (!eos.includes(id)) eos.push(id);
+    const p = raw['pad_token_id'];
+    if (pad === undefined && typeof p === 'number' && Number.isInteger(p) && p >= 0) pad = p;
+    if (name === 'config.json') {
+      const m = ['max_position_embeddings', 'n_positions', 'max_sequence_length', 'seq_length'].map((k) => raw[k]).find((v) => typeof v === 'number' && Number.isInteger(v) && v > 0);
+      maxPositions = m as number | undefined;
+    }
+  }
+  return { eosTokenIds: eos, padTokenId: pad, maxPositions, files };
+}
+
 /** What the runtime found in the session's inputs and outputs. */
 export interface ModelIO {
   hasPositionIds: boolean;

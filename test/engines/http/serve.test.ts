@@ -86,10 +86,24 @@ describe('completions server (POST /v1/completions)', () => {
     expect(json['prompt_logprobs']).toBeUndefined();
   });
 
+  it("answers vLLM's choice fields, null unless asked for; prompt log-probs carry rank and decoded_token", async () => {
+    const ids = model.codec.encode('In which country is Mamek?');
+    const plain = (await post({ prompt: ids, max_tokens: 2, temperature: 0 })).json['choices'][0];
+    expect(Object.keys(plain).sort()).toEqual(['finish_reason', 'index', 'logprobs', 'prompt_logprobs', 'prompt_token_ids', 'stop_reason', 'text', 'token_ids']);
+    expect([plain.token_ids, plain.prompt_token_ids, plain.prompt_logprobs, plain.logprobs]).toEqual([null, null, null, null]);
+    const c = (await post({ prompt: ids, max_tokens: 3, temperature: 0, logprobs: 0, prompt_logprobs: 0, return_tokens_as_token_ids: true })).json['choices'][0];
+    const toks: string[] = c.logprobs.tokens;
+    expect(Object.keys(c.logprobs).sort()).toEqual(['text_offset', 'token_logprobs', 'tokens', 'top_logprobs']);
+    expect(c.logprobs.text_offset).toEqual(toks.map((_, k) => toks.slice(0, k).join('').length));
+    expect(c.logprobs.top_logprobs).toEqual(toks.map((t, k) => ({ [t]: c.logprobs.token_logprobs[k] })));
+    expect(Object.keys(c.prompt_logprobs[1][String(ids[1])]).sort()).toEqual(['decoded_token', 'logprob', 'rank']);
+    if (c.finish_reason === 'stop') expect(c.stop_reason).not.toBeNull();
+  });
+
   it('answers a list of prompts with one choice per prompt and sample, in vLLM order', async () => {
     const a = model.codec.encode('In which country is Mamek?');
     const b = model.codec.encode('Hi');
-    const { status, json } = await post({ prompt: [a, b], n: 2, max_tokens: 3, temperature: 1, seed: 5, logprobs: 0, prompt_logprobs: 0 });
+    const { status, json } = await post({ prompt: [a, b], n: 2, max_tokens: 3, temperature: 1, seed: 5, logprobs: 0, prompt_logprobs: 0, return_token_ids: true });
     expect(status).toBe(200);
     expect(json['choices'].map((c: any) => c.index)).toEqual([0, 1, 2, 3]);
     expect(json['choices'].map((c: any) => c.prompt_logprobs.length)).toEqual([a.length, a.length, b.length, b.length]);
