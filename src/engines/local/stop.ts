@@ -5,8 +5,14 @@
  * - other stop strings are matched on decoded text, but only when the new token's own text
  *   contains the last character of some stop string, and then only on the decoded tail of the
  *   sequence (a few tokens), never the whole response.
+ * Either way the token that completes a stop string is kept whole (characters after the stop
+ * string inside it stay in the output) and ids are never edited (docs/algorithm.md §1); a stop
+ * string that is one token gives the same stops both ways (test/engines/local/stop.test.ts).
  */
 import type { Tokenizer } from './tokenizer';
+
+/** What the matcher reads from a tokenizer (a test may hide the single-token tags to force the text path). */
+export type StopTokenizer = Pick<Tokenizer, 'tokenId' | 'isSpecial' | 'piece' | 'decode'>;
 
 export interface StopHit {
   kind: 'eos' | 'stop';
@@ -22,7 +28,7 @@ export class StopMatcher {
   private readonly tailTokens: number;
 
   constructor(
-    private readonly tokenizer: Tokenizer | undefined,
+    private readonly tokenizer: StopTokenizer | undefined,
     stops: readonly string[],
     eosIds: readonly number[],
     stopTokenIds: readonly number[] = [],
