@@ -69,8 +69,18 @@ export class StopMatcher {
       }
     }
     if (!candidate) return null;
-    const tail = this.tokenizer.decode(ids.slice(Math.max(0, ids.length - this.tailTokens)));
-    for (const s of this.textStops) if (tail.includes(s)) return { kind: 'stop', stop: s };
+    const from = Math.max(0, ids.length - this.tailTokens);
+    const tail = this.tokenizer.decode(ids.slice(from));
+    let before: string | undefined;
+    for (const s of this.textStops) {
+      const i = tail.lastIndexOf(s);
+      if (i < 0) continue;
+      // Only a stop string that the new token completes (one that ended earlier is not this token's).
+      before ??= this.tokenizer.decode(ids.slice(from, ids.length - 1));
+      let fixed = 0;
+      while (fixed < before.length && before.charCodeAt(fixed) === tail.charCodeAt(fixed)) fixed++;
+      if (i + s.length > fixed) return { kind: 'stop', stop: s };
+    }
     return null;
   }
 }
