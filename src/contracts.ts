@@ -178,14 +178,25 @@ export interface RoundTrace {
   text: string;
   /** Tokens the model was conditioned on when the round started. */
   contextTokens: number;
+  /**
+   * `--context memory` only: the exact ids the round was sampled from (docs/algorithm.md §7
+   * window, not a prefix of the trajectory). Under `full` the context is promptIds + responseIds[0, start).
+   */
+  contextIds?: number[];
   finishReason: GenerationFinish;
   action: 'search' | 'answer' | null;
   query: string | null;
   answer: string | null;
   violations: RoundViolation[];
-  /** Positions (in the response) of this round's `<mem>` and `</mem>` tokens, or null. */
+  /**
+   * docs/algorithm.md §1 (tags are text): response positions of the first token of this round's
+   * `<mem>` and of the token that completes its `</mem>` (the single tag tokens when the tags
+   * are one token each), or null when the round has no closed `<mem>`.
+   */
   memOpen: number | null;
   memClose: number | null;
+  /** [start, end) of the tokens covering the text between the tags (empty when it is), or null. */
+  memContent: [number, number] | null;
   observation: ObservationTrace | null;
 }
 
@@ -215,7 +226,7 @@ export interface Snapshot {
   round: number;
   /** Prompt + all previous response tokens (a prefix of the trajectory). */
   fullContext: number[];
-  /** promptIds + the round's tokens up to and including `</mem>`. */
+  /** promptIds + the round's tokens up to and including the token that completes `</mem>`. */
   memContext: number[];
   /** The mem span in the response, [start, end), per `memory.memSpan`. */
   span: [number, number];
@@ -263,6 +274,8 @@ export interface BatchRound {
   violations: RoundViolation[];
   finishReason: string;
   contextTokens: number;
+  /** `--context memory` only: the exact ids the round was sampled from (see `roundContextIds`, src/pipeline/batch.ts). */
+  contextIds?: number[];
   /** [start, end) of the observation segment that followed, or null. */
   observation: { start: number; end: number; truncated: boolean } | null;
 }

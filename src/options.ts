@@ -91,6 +91,8 @@ export const memorySchema = z.object({
   memSpan: z.enum(['inclusive', 'content']).default('inclusive'),
   /** Memory-reward target (docs/algorithm.md §4). Must contain `{answer}` once. */
   answerTemplate: z.string().refine((s) => s.split('{answer}').length === 2, { message: 'must contain {answer} exactly once' }).default(ANSWER_TEMPLATE),
+  /** How the target is tokenised (docs/algorithm.md §4): 'apart' (prefix / gold / suffix separately, exact mask; default) or 'whole' (the whole target, gold tokens marked by character offsets). */
+  targetTokenization: z.enum(['apart', 'whole']).default('apart'),
   /** [decided] which gold fills the target when there are several (docs/algorithm.md §4). */
   gold: z.enum(['first', 'shortest', 'longest']).default('first'),
   /** [decided] P when no answer token passes τ (docs/algorithm.md §4): 0 ('zero', default) or the plain geometric mean over all answer tokens ('all-tokens'). */

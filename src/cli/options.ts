@@ -83,6 +83,7 @@ export function addPipelineOptions(cmd: Command, defaults: CommandDefaults = {})
   // Memory reward (docs/algorithm.md §4) and memory context (docs/algorithm.md §7)
   add('--mem-span <mode>', "[decided] mem span: 'inclusive' (with the tag tokens) or 'content'", undefined, m.memSpan, ['inclusive', 'content']);
   add('--answer-template <t>', 'memory-reward target; {answer} is replaced by the gold', undefined, m.answerTemplate);
+  add('--target-tokenization <how>', "memory-reward target: 'apart' (prefix / gold / suffix tokenised separately) or 'whole' (gold tokens by character offsets)", undefined, m.targetTokenization, ['apart', 'whole']);
   add('--gold <which>', '[decided] gold used in the target when there are several', undefined, m.gold, ['first', 'shortest', 'longest']);
   add('--empty-kept <rule>', "[decided] P when no answer token passes the threshold: 'zero' or 'all-tokens' (plain geometric mean)", undefined, m.emptyKept, ['zero', 'all-tokens']);
   add('--threshold <tau>', "answer tokens with logp <= tau are dropped ('-inf' = plain geometric mean)", num((x) => x < Infinity && !Number.isNaN(x), "a number below Infinity or '-inf'"), m.threshold);
@@ -115,7 +116,7 @@ export function pipelineOptionsFromFlags(o: Record<string, unknown>, memoryRewar
     },
     tool: { topk: o['topk'], docMaxChars: orNull(o['docMaxChars']), timeoutMs: o['retrieverTimeout'], retries: o['retrieverRetries'], backoffMs: o['retrieverBackoff'] },
     memory: {
-      memSpan: o['memSpan'], answerTemplate: o['answerTemplate'], gold: o['gold'], emptyKept: o['emptyKept'], threshold: o['threshold'],
+      memSpan: o['memSpan'], answerTemplate: o['answerTemplate'], targetTokenization: o['targetTokenization'], gold: o['gold'], emptyKept: o['emptyKept'], threshold: o['threshold'],
       memContextIncludesLastObservation: Boolean(o['memContextLastObservation']), windowToolResults: o['windowToolResults'],
       searchShortTextChars: orNull(o['searchShortTextChars']), webpageShortTextChars: orNull(o['webpageShortTextChars']),
       scorerMaxBatchTokens: o['scorerMaxBatchTokens'], enabled: memoryEnabled,

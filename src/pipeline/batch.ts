@@ -38,6 +38,7 @@ export function toBatchRecord(s: ScoredTrajectory, memSpanMode: 'inclusive' | 'c
         violations: r.violations,
         finishReason: r.finishReason,
         contextTokens: r.contextTokens,
+        ...(r.contextIds !== undefined ? { contextIds: r.contextIds } : {}),
         observation: r.observation === null ? null : { start: r.observation.start, end: r.observation.end, truncated: r.observation.truncated },
       };
     }),
@@ -52,6 +53,18 @@ export function toBatchRecord(s: ScoredTrajectory, memSpanMode: 'inclusive' | 'c
     error: t.error,
     excluded: s.excluded,
   };
+}
+
+/**
+ * The exact ids round `round` (1-based) of a record was sampled from (docs/algorithm.md §1, §9):
+ * under `--context memory` the ids recorded with the round (the §7 window, rendered and
+ * tokenised when the round started); under `full` promptIds + the response before the round.
+ * A memory-policy trainer trains on this context + `responseIds.slice(start, end)` per round.
+ */
+export function roundContextIds(record: BatchRecord, round: number): number[] {
+  const r = record.rounds[round - 1];
+  if (r === undefined || r.index !== round) throw new RangeError(`round ${round} is not a round of ${record.uid} sample ${record.sample} (${record.rounds.length} rounds)`);
+  return r.contextIds !== undefined ? [...r.contextIds] : [...record.promptIds, ...record.responseIds.slice(0, r.start)];
 }
 
 export interface TensorBatch {

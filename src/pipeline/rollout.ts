@@ -121,7 +121,7 @@ async function handleGeneratingState(loop: Loop, step: number): Promise<boolean>
     }
     stats.rounds++;
     stats.generatedTokens += out.tokenIds.length;
-    applyGeneration(t, out, requests[i]!.ids.length, loop.codec, loop.ids, loop.options, hooks);
+    applyGeneration(t, out, requests[i]!.ids, loop.codec, loop.ids, loop.options, hooks);
   });
   return true;
 }

@@ -1,11 +1,13 @@
 /**
  * One round of a trajectory (docs/algorithm.md §1-§2): the context it is generated from, its
- * generated tokens recorded as a `RoundTrace` with the state they lead to, and the tool
+ * generated tokens recorded as a `RoundTrace` (tags read from the decoded text, never from a
+ * re-tokenisation; generated ids kept as returned) with the state they lead to, and the tool
  * observation appended after a search.
  */
 import { chatRendererFor } from '../protocol/chat';
 import { observationSegment } from '../protocol/stream';
 import { parseRoundOutput } from '../protocol/round';
+import { locateMem } from '../protocol/mem-tokens';
 import type { GenerationFinish, GenerationOutput, RoundTrace, TextCodec } from '../contracts';
 import type { PipelineOptions } from '../options';
 import { handleDoneState, type AgentLoopHooks, type ProtocolIds, type RolloutTrajectory } from './trajectory';
@@ -29,11 +31,11 @@ function appendGenerated(t: RolloutTrajectory, out: GenerationOutput): void {
   }
 }
 
-/** Response positions of the round's first `<mem>` and the `</mem>` after it, or nulls. */
-function memTags(toks: readonly number[], start: number, ids: ProtocolIds): { memOpen: number | null; memClose: number | null } {
-  const a = toks.indexOf(ids.memOpen);
-  const b = a >= 0 ? toks.indexOf(ids.memClose, a + 1) : -1;
-  return b >= 0 ? { memOpen: start + a, memClose: start + b } : { memOpen: null, memClose: null };
+/** The round's mem block in response positions (docs/algorithm.md §1): first and last token of `<mem>`…`</mem>`, and the content range. */
+function memTags(toks: readonly number[], text: string, start: number, codec: TextCodec, ids: ProtocolIds): Pick<RoundTrace, 'memOpen' | 'memClose' | 'memContent'> {
+  const m = locateMem(codec, toks, text, ids.memTags);
+  if (m === null) return { memOpen: null, memClose: null, memContent: null };
+  return { memOpen: start + m.inclusive[0], memClose: start + m.inclusive[1] - 1, memContent: [start + m.content[0], start + m.content[1]] };
 }
 
 /** The state a round leads to: TOOL_CALLING after a search within the turn limit, else DONE with its reason. */
@@ -53,35 +55,40 @@ function nextState(t: RolloutTrajectory, round: RoundTrace, finishReason: Genera
   else handleDoneState(t, 'round-length', hooks);
 }
 
-/** Applies one generation result to a trajectory: records the round and picks the next state. */
+/**
+ * Applies one generation result to a trajectory: records the round and picks the next state.
+ * `context` is what the generator was sent; under the memory policy the round keeps it
+ * (docs/algorithm.md §7: it is not a prefix of the trajectory).
+ */
 export function applyGeneration(
   t: RolloutTrajectory,
   out: GenerationOutput,
-  contextTokens: number,
+  context: readonly number[],
   codec: TextCodec,
   ids: ProtocolIds,
   options: PipelineOptions,
   hooks?: AgentLoopHooks,
 ): RoundTrace {
   const start = t.responseIds.length;
-  const toks = out.tokenIds;
   appendGenerated(t, out);
   // The terminating eos / <|im_end|> is part of the response but not of the round's text.
-  const last = toks[toks.length - 1];
-  const text = codec.decode(last !== undefined && ids.endOfRound.has(last) ? toks.slice(0, -1) : toks);
+  const last = out.tokenIds[out.tokenIds.length - 1];
+  const toks = last !== undefined && ids.endOfRound.has(last) ? out.tokenIds.slice(0, -1) : out.tokenIds;
+  const text = codec.decode(toks);
   const parsed = parseRoundOutput(text);
   const round: RoundTrace = {
     index: t.rounds.length + 1,
     start,
     end: t.responseIds.length,
     text,
-    contextTokens,
+    contextTokens: context.length,
+    ...(options.rollout.context === 'memory' ? { contextIds: [...context] } : {}),
     finishReason: out.finishReason,
     action: parsed.action,
     query: parsed.search,
     answer: parsed.answer,
     violations: parsed.violations,
-    ...memTags(toks, start, ids),
+    ...memTags(toks, text, start, codec, ids),
     observation: null,
   };
   t.rounds.push(round);

@@ -3,7 +3,10 @@
  * plus the live state only the agent loop reads, its context window (docs/algorithm.md §7) and
  * the search query waiting for the tool; and the transition into DONE / ERROR.
  */
-import { MEM_CLOSE, MEM_OPEN } from '../protocol/tags';
+import {
+  ANSWER_CLOSE, ANSWER_OPEN, INFORMATION_CLOSE, INFORMATION_OPEN, MEM_CLOSE, MEM_OPEN, SEARCH_CLOSE, SEARCH_OPEN, THINK_CLOSE, THINK_OPEN,
+} from '../protocol/tags';
+import type { MemTagIds } from '../protocol/mem-tokens';
 import { chatRendererFor, renderPrompt } from '../protocol/chat';
 import { AgentMemory } from '../protocol/agent-memory';
 import { resolveProtocolIds } from '../protocol/special-ids';
@@ -21,21 +24,36 @@ export interface AgentLoopHooks {
   onDone?(t: Trajectory): void;
 }
 
-/** Ids of the protocol tags the loop needs as single tokens. */
+/** What the loop needs from the tokenizer to read rounds (docs/algorithm.md §1, "Tags are text"). */
 export interface ProtocolIds {
-  memOpen: number;
-  memClose: number;
+  /** The ids of `<mem>` / `</mem>` when each is one token: the fast path of `locateMem`; else undefined (tags read as text). */
+  memTags: MemTagIds | undefined;
   /** Ids that end a round without a stop tag (eos, end-of-turn): dropped before the round's text is parsed. */
   endOfRound: ReadonlySet<number>;
 }
 
+/** The tags the loop reads or writes; a tokenizer must encode each of them as text. */
+const PROTOCOL_TAGS = [MEM_OPEN, MEM_CLOSE, THINK_OPEN, THINK_CLOSE, SEARCH_OPEN, SEARCH_CLOSE, ANSWER_OPEN, ANSWER_CLOSE, INFORMATION_OPEN, INFORMATION_CLOSE];
+
+/** A tag's id when it is one token that decodes to exactly the tag. */
+function singleTokenId(codec: TextCodec, tag: string): number | undefined {
+  const id = codec.tokenId(tag);
+  return id !== undefined && codec.decode([id]) === tag ? id : undefined;
+}
+
 export function protocolIds(codec: TextCodec): ProtocolIds {
-  const memOpen = codec.tokenId(MEM_OPEN);
-  const memClose = codec.tokenId(MEM_CLOSE);
-  if (memOpen === undefined || memClose === undefined) {
-    throw new MempoError('ERR_TOKENIZER_PROTOCOL', `The tokenizer must have ${MEM_OPEN} and ${MEM_CLOSE} as single tokens (agent protocol)`);
+  for (const tag of PROTOCOL_TAGS) {
+    const back = codec.decode(codec.encode(tag));
+    if (back !== tag) {
+      throw new MempoError('ERR_TOKENIZER_PROTOCOL', `The tokenizer cannot encode the agent protocol's tag ${tag}: its ids decode to ${JSON.stringify(back)}`);
+    }
   }
-  return { memOpen, memClose, endOfRound: new Set(resolveProtocolIds(codec).endOfRoundIds) };
+  const open = singleTokenId(codec, MEM_OPEN);
+  const close = singleTokenId(codec, MEM_CLOSE);
+  return {
+    memTags: open !== undefined && close !== undefined ? { open, close } : undefined,
+    endOfRound: new Set(resolveProtocolIds(codec).endOfRoundIds),
+  };
 }
 
 export function newTrajectory(question: Question, sample: number, codec: TextCodec, options: PipelineOptions): RolloutTrajectory {

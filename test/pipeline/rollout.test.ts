@@ -395,7 +395,7 @@ describe('options and inputs', () => {
     const o = resolveOptions({});
     expect(o.rollout).toMatchObject({ groupSize: 16, context: 'full', sampling: { temperature: 1, topP: 1, topK: 0 } });
     expect(o.tool.topk).toBe(3);
-    expect(o.memory).toMatchObject({ memSpan: 'inclusive', answerTemplate: '<answer>{answer}</answer>', gold: 'first', emptyKept: 'zero', threshold: Math.log(0.5), memContextIncludesLastObservation: false, windowToolResults: 1, searchShortTextChars: null, webpageShortTextChars: 100 });
+    expect(o.memory).toMatchObject({ memSpan: 'inclusive', answerTemplate: '<answer>{answer}</answer>', targetTokenization: 'apart', gold: 'first', emptyKept: 'zero', threshold: Math.log(0.5), memContextIncludesLastObservation: false, windowToolResults: 1, searchShortTextChars: null, webpageShortTextChars: 100 });
     expect(o.reward).toEqual({ formatScore: 0, metric: 'em', requireAnswer: false });
     expect(o.advantage).toEqual({ eps: 1e-6, normByStd: true, memGrouping: 'question', alpha: 1 });
     expect(resolveOptions({ memory: { threshold: -Infinity } }).memory.threshold).toBe(-Infinity);

@@ -5,8 +5,14 @@
  * - other stop strings are matched on decoded text, but only when the new token's own text
  *   contains the last character of some stop string, and then only on the decoded tail of the
  *   sequence (a few tokens), never the whole response.
+ * Either way the token that completes a stop string is kept whole (characters after the stop
+ * string inside it stay in the output) and ids are never edited (docs/algorithm.md §1); a stop
+ * string that is one token gives the same stops both ways (test/engines/local/stop.test.ts).
  */
 import type { Tokenizer } from './tokenizer';
+
+/** What the matcher reads from a tokenizer (a test may hide the single-token tags to force the text path). */
+export type StopTokenizer = Pick<Tokenizer, 'tokenId' | 'isSpecial' | 'piece' | 'decode'>;
 
 export interface StopHit {
   kind: 'eos' | 'stop';
@@ -22,7 +28,7 @@ export class StopMatcher {
   private readonly tailTokens: number;
 
   constructor(
-    private readonly tokenizer: Tokenizer | undefined,
+    private readonly tokenizer: StopTokenizer | undefined,
     stops: readonly string[],
     eosIds: readonly number[],
     stopTokenIds: readonly number[] = [],
@@ -63,8 +69,18 @@ export class StopMatcher {
       }
     }
     if (!candidate) return null;
-    const tail = this.tokenizer.decode(ids.slice(Math.max(0, ids.length - this.tailTokens)));
-    for (const s of this.textStops) if (tail.includes(s)) return { kind: 'stop', stop: s };
+    const from = Math.max(0, ids.length - this.tailTokens);
+    const tail = this.tokenizer.decode(ids.slice(from));
+    let before: string | undefined;
+    for (const s of this.textStops) {
+      const i = tail.lastIndexOf(s);
+      if (i < 0) continue;
+      // Only a stop string that the new token completes (one that ended earlier is not this token's).
+      before ??= this.tokenizer.decode(ids.slice(from, ids.length - 1));
+      let fixed = 0;
+      while (fixed < before.length && before.charCodeAt(fixed) === tail.charCodeAt(fixed)) fixed++;
+      if (i + s.length > fixed) return { kind: 'stop', stop: s };
+    }
     return null;
   }
 }
