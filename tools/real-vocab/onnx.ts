@@ -69,7 +69,7 @@ export interface Tensor {
   data: Float32Array | BigInt64Array | Uint8Array;
 }
 
-export type AttrValue = number | number[] | { int: number } | { ints: number[] } | Tensor;
+export type AttrValue = number | number[] | { int: number } | { ints: number[] } | { str: string } | Tensor;
 
 export interface Node {
   op: string;
@@ -101,10 +101,11 @@ function tensorProto(t: Tensor): Writer {
   return w.bytes(9, raw);
 }
 
-// AttributeProto.AttributeType: FLOAT 1, INT 2, TENSOR 4, INTS 7.
+// AttributeProto.AttributeType: FLOAT 1, INT 2, STRING 3, TENSOR 4, INTS 7.
 function attributeProto(name: string, v: AttrValue): Writer {
   const w = new Writer().str(1, name);
   if (typeof v === 'number') return w.float(2, v).int(20, 1);
+  if (!Array.isArray(v) && 'str' in v) return w.str(4, v.str).int(20, 3);
   if (Array.isArray(v) || 'ints' in v) {
     for (const x of Array.isArray(v) ? v : v.ints) w.int(8, x);
     return w.int(20, 7);
