@@ -2,6 +2,7 @@
  * What a trainer gets (docs/algorithm.md §8): one `BatchRecord` per trajectory (the batch.jsonl
  * line) and the same batch as padded B × T typed arrays for a tensor trainer.
  */
+import { MempoError } from '../errors';
 import { maxOf } from '../util';
 import type { BatchRecord, ScoredTrajectory } from '../contracts';
 import { memSpan } from './snapshots';
@@ -93,7 +94,11 @@ export interface TensorBatch {
 }
 
 /** docs/algorithm.md §8: the batch as padded typed arrays (B × P prompts left-padded, B × T responses right-padded). */
-export function toTensorBatch(records: readonly BatchRecord[], padTokenId = 0): TensorBatch {
+export function toTensorBatch(records: readonly BatchRecord[], padTokenId: number): TensorBatch {
+  // The pad id is the model's (resolveProtocolIds(...).padTokenId): no id means the same token in every vocabulary.
+  if (!Number.isInteger(padTokenId) || padTokenId < 0) {
+    throw new MempoError('ERR_INVALID_ARGUMENT', `Expected the model's pad token id (a non-negative integer) for padTokenId but received ${String(padTokenId)}`);
+  }
   const B = records.length;
   const P = maxOf(0, records.map((r) => r.promptIds.length));
   const T = maxOf(0, records.map((r) => r.responseIds.length));

@@ -428,7 +428,8 @@ describe('options and inputs', () => {
     const tok = await tokenizer();
     const gen = new ScriptedGenerator(tok, (tag) => (tag.sample === 0 ? answer('n', 'Thersekle') : tag.round === 1 ? search('n', 'q') : answer('f', 'x')));
     const res = await runPipeline({ questions: [Q1, Q2], generator: gen, scorer: new FakeScorer(), retriever: new FakeRetriever(), options: { rollout: { groupSize: 2 } } });
-    const tb = toTensorBatch(res.records);
+    const pad = tok.padTokenId ?? tok.eosTokenId!;
+    const tb = toTensorBatch(res.records, pad);
     const T = Math.max(...res.records.map((r) => r.responseIds.length));
     const P = Math.max(...res.records.map((r) => r.promptIds.length));
     expect([tb.B, tb.T, tb.P]).toEqual([4, T, P]);
@@ -437,6 +438,7 @@ describe('options and inputs', () => {
     res.records.forEach((r, b) => {
       expect(Array.from(tb.responseIds.subarray(b * T, b * T + r.responseIds.length))).toEqual(r.responseIds);
       expect(Array.from(tb.responseMask.subarray(b * T, (b + 1) * T))).toEqual([...r.responseMask, ...Array(T - r.responseIds.length).fill(0)]);
+      expect(Array.from(tb.responseIds.subarray(b * T + r.responseIds.length, (b + 1) * T))).toEqual(Array(T - r.responseIds.length).fill(pad));
       expect(Array.from(tb.promptIds.subarray((b + 1) * P - r.promptIds.length, (b + 1) * P))).toEqual(r.promptIds);
       expect(tb.advantages[b * T]).toBeCloseTo(r.advantages[0]!, 6);
     });

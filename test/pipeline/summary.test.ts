@@ -88,5 +88,6 @@ test('large batches: no argument-spreading limits (200k tokens)', () => {
   expect(() => renderReport(big, { pieceOf: () => 'x', maxQuestions: 1 })).not.toThrow();
   expect(evalReport(big).contextTokens.maxPeak).toBe(50);
   expect(summarize(big, null).trajectories).toBe(200);
-  expect(toTensorBatch(big).T).toBe(900);
+  expect(toTensorBatch(big, 0).T).toBe(900);
+  expect(() => toTensorBatch(big, -1)).toThrow("Expected the model's pad token id (a non-negative integer) for padTokenId but received -1");
 });
