@@ -9,7 +9,7 @@ import { addPipelineOptions, addServerOptions, int, intOrNone, orNull, pipelineO
 import { EMBEDDED } from './paths';
 import { DEFAULTS } from '../options';
 import { executeRun, type RunIO, type RunSettings } from './run';
-import { boundThreads, openCorpus } from './inputs';
+import { boundThreads, checkManifest, checkModelConfig, openCorpus } from './inputs';
 import { createRetrievalServer, listen, RETRIEVAL_SERVER_DEFAULTS } from '../servers/retrieval-server';
 import { LocalModel } from '../engines/local/local-model';
 import { COMPLETIONS_SERVER_DEFAULTS, createCompletionsServer, listen as listenCompletions } from '../servers/completions-server';
@@ -130,8 +130,11 @@ export function buildProgram(io: RunIO, onDone: (code: number) => void): Command
     .exitOverride()
     .action(async (opts: Record<string, unknown>) => {
       const dir = opts['model'] as string;
+      const warn = (m: string) => void io.stderr.write(`warning: ${m}\n`);
+      checkModelConfig(dir);
+      checkManifest(dir, warn);
       const given = opts['threads'] as number | undefined;
-      const threads = given === undefined ? undefined : boundThreads(given, (m) => void io.stderr.write(`warning: ${m}\n`));
+      const threads = given === undefined ? undefined : boundThreads(given, warn);
       const model = await LocalModel.load(dir, threads === undefined ? {} : { load: { sessionOptions: { intraOpNumThreads: threads, interOpNumThreads: 1 } } });
       const name = basename(dir.replace(/[\\/]+$/, ''));
       const server = createCompletionsServer(model, { modelName: name, maxConcurrency: opts['maxConcurrency'] as number, maxBodyBytes: opts['maxBody'] as number });

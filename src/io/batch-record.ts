@@ -7,7 +7,8 @@ import { z } from 'zod';
 import type { BatchRecord, DoneReason } from '../contracts';
 
 const int0 = z.number().int().min(0);
-const nums = z.array(z.number());
+// Per-token floats: JSON writes a NaN (an advantage with --eps 0 over a uniform group) as null; read it back as NaN.
+const nums = z.array(z.number().nullable().transform((v) => v ?? Number.NaN));
 const DONE_REASONS = ['answer', 'max-turns', 'response-budget', 'round-length', 'eos', 'no-action', 'context', 'tool-error', 'backend-error'] as const satisfies readonly DoneReason[];
 
 const roundSchema = z.object({

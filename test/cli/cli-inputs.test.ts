@@ -95,6 +95,8 @@ describe('inputs', () => {
     const r = await runCli(['eval', ...QUICK, '--model', m]);
     expect(r.code).toBe(1);
     expect(r.err).toBe(`error: ${join(m, 'config.json')}: eos_token_id 99999 is outside the vocabulary (vocab_size 3072 in ${join(m, 'config.json')})\n`);
+    const s = await runCli(['serve', '--model', m, '--port', '0']);
+    expect(s).toMatchObject({ code: 1, err: r.err });
   });
 
   test('a corrupt manifest.json is a warning naming it (the model still loads)', async () => {
@@ -116,4 +118,14 @@ describe('inputs', () => {
     expect(r.err).toContain(`, retrieval server ${url}, context full`);
     expect(r.err).not.toContain('http:http');
   });
+});
+
+test('a huge question is left out without encoding all of it', async () => {
+  const huge = { id: 'huge', question: 'In which country is Mamek and Vord? '.repeat(300_000), golds: ['x'] };
+  const q = questionsDir('mempo-cli-huge-', [TWO_QUESTIONS[0]!, huge]);
+  const t0 = performance.now();
+  const r = await runCli(['eval', ...QUICK, '--questions', q.questions, '--limit', 'none']);
+  expect(r.code).toBe(0);
+  expect(r.err).toMatch(/^warning: the prompt of question "huge" \(over \d+ tokens\) in .* 1 question left out of this run\n$/);
+  expect(performance.now() - t0).toBeLessThan(30_000);
 });

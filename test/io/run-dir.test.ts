@@ -121,3 +121,10 @@ describe('clearRunDir', () => {
     }
   });
 });
+
+test('a NaN advantage (written as null: --eps 0 over a uniform group) does not block resume', () => {
+  const file = batchFile([record('a', 0), record('a', 1)].map((r) => line({ ...r, advantages: [Number.NaN, 0, 0] })).join(''));
+  const ex = loadForResume(file, 2);
+  expect(ex.completeUids.has('a')).toBe(true);
+  expect(ex.records[0]!.advantages[0]).toBeNaN();
+});
