@@ -9,7 +9,7 @@ import { addPipelineOptions, addServerOptions, int, intOrNone, orNull, pipelineO
 import { EMBEDDED } from './paths';
 import { DEFAULTS } from '../options';
 import { executeRun, type RunIO, type RunSettings } from './run';
-import { Bm25Retriever } from '../retrieval/bm25';
+import { boundThreads, checkManifest, checkModelConfig, openCorpus } from './inputs';
 import { createRetrievalServer, listen, RETRIEVAL_SERVER_DEFAULTS } from '../servers/retrieval-server';
 import { LocalModel } from '../engines/local/local-model';
 import { COMPLETIONS_SERVER_DEFAULTS, createCompletionsServer, listen as listenCompletions } from '../servers/completions-server';
@@ -66,7 +66,7 @@ function common(cmd: Command, kind: 'rollout' | 'eval'): Command {
     .option('--model <dir>', 'model directory (ONNX + tokenizer; with --server only the tokenizer and config.json are read)', EMBEDDED.model())
     .option('--corpus <file>', 'JSONL corpus ({ id, title, contents }) for the local BM25 retriever (default: the embedded corpus)')
     .option('--retriever <url>', 'retrieval server (Search-R1 / ASearcher API: POST /retrieve) instead of the local corpus')
-    .option('--threads <n>', 'ONNX Runtime intra-op threads (default: all cores)', int(1))
+    .option('--threads <n>', 'ONNX Runtime intra-op threads (default: all cores; more than the machine has are lowered to that, with a warning)', int(1))
     .option('--quiet', 'no progress bars or messages on stderr')
     .option('--json', 'print summary.json (eval: the eval table) to stdout');
   addServerOptions(cmd);
@@ -112,7 +112,7 @@ export function buildProgram(io: RunIO, onDone: (code: number) => void): Command
     .option('--max-body <bytes>', 'largest request body accepted', int(1), RETRIEVAL_SERVER_DEFAULTS.maxBodyBytes)
     .exitOverride()
     .action(async (opts: Record<string, unknown>) => {
-      const retriever = Bm25Retriever.fromJsonl(opts['corpus'] as string);
+      const retriever = openCorpus(opts['corpus'] as string);
       const server = createRetrievalServer(retriever, { maxBodyBytes: opts['maxBody'] as number });
       const url = await listen(server, opts['port'] as number, opts['host'] as string);
       io.stderr.write(`mempo serve-retriever: ${retriever.size} documents from ${opts['corpus'] as string}, listening on ${url}\n`);
@@ -126,11 +126,15 @@ export function buildProgram(io: RunIO, onDone: (code: number) => void): Command
     .option('--port <n>', 'port (0: any free port)', int(0), 8001)
     .option('--max-concurrency <n>', 'requests run at once (the rest wait in a queue; 429 when it is full)', int(1), COMPLETIONS_SERVER_DEFAULTS.maxConcurrency)
     .option('--max-body <bytes>', 'largest request body accepted', int(1), COMPLETIONS_SERVER_DEFAULTS.maxBodyBytes)
-    .option('--threads <n>', 'ONNX Runtime intra-op threads (default: all cores)', int(1))
+    .option('--threads <n>', 'ONNX Runtime intra-op threads (default: all cores; more than the machine has are lowered to that, with a warning)', int(1))
     .exitOverride()
     .action(async (opts: Record<string, unknown>) => {
       const dir = opts['model'] as string;
-      const threads = opts['threads'] as number | undefined;
+      const warn = (m: string) => void io.stderr.write(`warning: ${m}\n`);
+      checkModelConfig(dir);
+      checkManifest(dir, warn);
+      const given = opts['threads'] as number | undefined;
+      const threads = given === undefined ? undefined : boundThreads(given, warn);
       const model = await LocalModel.load(dir, threads === undefined ? {} : { load: { sessionOptions: { intraOpNumThreads: threads, interOpNumThreads: 1 } } });
       const name = basename(dir.replace(/[\\/]+$/, ''));
       const server = createCompletionsServer(model, { modelName: name, maxConcurrency: opts['maxConcurrency'] as number, maxBodyBytes: opts['maxBody'] as number });
@@ -160,7 +164,9 @@ export async function main(argv: readonly string[], io: RunIO = { stdout: proces
     await program.parseAsync([...argv], { from: 'user' });
     return code;
   } catch (err) {
-    if (err instanceof CommanderError) return err.exitCode;
+    // Help and --version exit 0; every other commander error is a usage error (unknown flag or
+    // command, invalid or missing value): exit 2, as docs/rollout.md says.
+    if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : 2;
     if (err instanceof InvalidArgumentError) {
       io.stderr.write(`error: ${err.message}\n`);
       return 2;

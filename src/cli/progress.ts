@@ -3,10 +3,15 @@ import cliProgress from 'cli-progress';
 import type { ProgressSink } from '../pipeline/pipeline';
 
 export interface ProgressBars extends ProgressSink {
+  /**
+   * Batch `b` was delivered (its lines written). A batch counts as done only then: the pipeline
+   * scores a batch and may still stop the run on it (every trajectory failed on the server).
+   */
+  onBatchWritten(batch: number): void;
   stop(): void;
 }
 
-/** Without a terminal: one line per scored batch. */
+/** Without a terminal: one line per batch delivered. */
 function lineProgress(stream: NodeJS.WritableStream): ProgressBars {
   let batches = 0;
   let total = 0;
@@ -14,15 +19,19 @@ function lineProgress(stream: NodeJS.WritableStream): ProgressBars {
   let rounds = 0;
   let questions = 0;
   let items = 0;
+  let pending = 0;
   return {
     onPlan(p) { total = p.batches; },
     onRound() { rounds++; },
     onTrajectoryDone() { trajectories++; },
     onQuestionDone() { questions++; },
     onScoring(e) {
-      if (!e.done) return;
+      if (e.done) pending = e.items;
+    },
+    onBatchWritten() {
       batches++;
-      items += e.items;
+      items += pending;
+      pending = 0;
       stream.write(`batch ${batches}/${total}: ${questions} questions, ${trajectories} trajectories, ${rounds} rounds, ${items} items scored\n`);
     },
     stop() {},
@@ -30,7 +39,7 @@ function lineProgress(stream: NodeJS.WritableStream): ProgressBars {
 }
 
 export function progressBars(stream: NodeJS.WritableStream, enabled: boolean): ProgressBars {
-  if (!enabled) return { stop() {} };
+  if (!enabled) return { onBatchWritten() {}, stop() {} };
   if (!(stream as NodeJS.WriteStream).isTTY) return lineProgress(stream);
   const multi = new cliProgress.MultiBar(
     {
@@ -51,6 +60,7 @@ export function progressBars(stream: NodeJS.WritableStream, enabled: boolean): P
   let roundCount = 0;
   let roundTotal = 0;
   let scored = 0;
+  let pending = 0;
   return {
     onPlan(p) {
       const pad = (s: string) => s.padEnd(12);
@@ -75,10 +85,12 @@ export function progressBars(stream: NodeJS.WritableStream, enabled: boolean): P
       questions?.increment();
     },
     onScoring(e) {
-      if (e.done) {
-        scored += e.items;
-        scoring?.increment(1, { extra: `batches, ${scored} items scored` });
-      }
+      if (e.done) pending = e.items;
+    },
+    onBatchWritten() {
+      scored += pending;
+      pending = 0;
+      scoring?.increment(1, { extra: `batches, ${scored} items scored` });
     },
     stop() {
       multi.stop();

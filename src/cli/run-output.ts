@@ -1,5 +1,5 @@
 /** What a finished `mempo rollout` / `mempo eval` writes and prints: files, the summary line, warnings, failure. */
-import { isAbsolute, join, relative, resolve, sep } from 'node:path';
+import { isAbsolute, join, relative, resolve } from 'node:path';
 import type { BatchRecord } from '../pipeline/batch';
 import { writeFileAtomic } from '../io/run-dir';
 import { formatEvalReport } from '../pipeline/summary';
@@ -7,6 +7,7 @@ import { renderReport } from '../io/report';
 import { MempoError } from '../errors';
 import type { Retriever } from '../contracts';
 import type { RunEngine, RunIO, RunOutcome, RunSettings } from './run';
+import { describeRetriever } from './inputs';
 
 /** A path as the user would type it: relative to the working directory when inside it. */
 function shown(p: string): string {
@@ -27,7 +28,7 @@ export function writeOutputs(s: RunSettings, out: string, o: RunOutcome, engine:
     title: `mempo ${s.kind}: ${o.records.length} trajectories, ${summary.questions} questions`,
     maxQuestions: s.reportQuestions,
     summary,
-    notes: [`questions ${shown(s.questions)} · model ${shown(s.model)}${via} · retriever ${retriever.name.replace(process.cwd() + sep, '')} · context ${s.options.rollout.context} · seed ${s.options.rollout.seed} · group size ${s.options.rollout.groupSize}`],
+    notes: [`questions ${shown(s.questions)} · model ${shown(s.model)}${via} · ${describeRetriever(retriever)} · context ${s.options.rollout.context} · seed ${s.options.rollout.seed} · group size ${s.options.rollout.groupSize}`],
   });
   writeFileAtomic(join(out, 'report.html'), html);
 }
@@ -73,4 +74,14 @@ export function checkFailures(io: RunIO, o: RunOutcome, fresh: readonly BatchRec
     const first = o.records.find((r) => r.doneReason === 'backend-error')?.error;
     io.stderr.write(`warning: ${o.summary.backendErrors} trajectories failed on the inference server (an answer missing or wrong) and were excluded from advantages; first error: ${first}\n`);
   }
+  const lost = failedGroups(fresh);
+  if (lost.length > 0) {
+    io.stderr.write(`warning: every sample of ${lost.length} ${lost.length === 1 ? 'question' : 'questions'} (${lost.slice(0, 5).join(', ')}${lost.length > 5 ? ', …' : ''}) failed; once the tool or server is back, --resume redoes them\n`);
+  }
+}
+
+/** Uids of this run's groups whose every sample failed (a resumed run redoes them, src/io/run-dir.ts). */
+function failedGroups(fresh: readonly BatchRecord[]): string[] {
+  const ok = new Set(fresh.filter((r) => r.error === null).map((r) => r.uid));
+  return [...new Set(fresh.filter((r) => r.error !== null && !ok.has(r.uid)).map((r) => r.uid))];
 }

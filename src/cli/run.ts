@@ -3,8 +3,6 @@
  * pipeline with batch.jsonl written line by line, then write summary.json (and report.html /
  * eval.json) atomically.
  */
-import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
-import { availableParallelism } from 'node:os';
 import { join, resolve } from 'node:path';
 import { CausalLM } from '../engines/local/causal-lm';
 import { createRng, mixSeed } from '../rng';
@@ -14,18 +12,19 @@ import { type Generator, type TargetScorer } from '../contracts';
 import { connectCompletionsServers } from '../engines/http/connect';
 import type { BackendStats, HttpCompletionsBackend } from '../engines/http/client';
 import type { ServerSettings } from './options';
-import { JsonlWriter, loadForResume, writeFileAtomic } from '../io/run-dir';
+import { JsonlWriter, sortBatchFile } from '../io/run-dir';
 import { checkFailures, printOutcome, writeOutputs } from './run-output';
 import type { PipelineOptions } from '../options';
 import { runPipeline, type PipelineResult } from '../pipeline/pipeline';
 import { readQuestions, type Question } from '../io/questions';
 import { evalReport, summarize, type EvalReport, type RunSummary } from '../pipeline/summary';
-import { Bm25Retriever } from '../retrieval/bm25';
 import { MempoError } from '../errors';
 import { HttpRetriever } from '../retrieval/http-retriever';
 import type { Retriever } from '../contracts';
 import { EMBEDDED } from './paths';
 import { progressBars } from './progress';
+import { prepareRunDir } from './run-dir';
+import { boundThreads, checkManifest, checkModelConfig, describeRetriever, dropOverlong, openCorpus } from './inputs';
 
 export interface RunIO {
   stdout: NodeJS.WritableStream;
@@ -64,21 +63,6 @@ export interface RunOutcome {
   server: BackendStats | null;
 }
 
-/** The settings of a run that must match for --resume to continue it. */
-function fingerprint(s: RunSettings): Record<string, unknown> {
-  return {
-    kind: s.kind,
-    questions: resolve(s.questions),
-    offset: s.offset,
-    limit: s.limit,
-    shuffle: s.shuffle,
-    model: resolve(s.model),
-    retriever: s.retriever ?? (s.corpus === null ? null : resolve(s.corpus)),
-    ...(s.server ? { server: { api: s.server.api, model: s.server.model } } : {}),
-    options: s.options,
-  };
-}
-
 /** Fisher-Yates with the run's seed: the same seed gives the same slice. */
 export function shuffled<T>(items: readonly T[], seed: number): T[] {
   const out = items.slice();
@@ -97,19 +81,26 @@ function log(io: RunIO, quiet: boolean, msg: string): void {
 export async function executeRun(s: RunSettings, io: RunIO): Promise<RunOutcome> {
   const t0 = performance.now();
   if (s.kind === 'rollout' && s.out === null) throw new MempoError('ERR_INVALID_OPTION', 'mempo rollout needs --out DIR');
+  if (s.out !== null && s.out.trim().length === 0) throw new MempoError('ERR_INVALID_OPTION', '--out: the output directory is an empty path');
+  const warn = (m: string) => void io.stderr.write(`warning: ${m}\n`);
   const out = s.out === null ? null : resolve(s.out);
   const batchPath = out === null ? null : join(out, 'batch.jsonl');
-  // Inputs first: a malformed file fails before the model loads.
+  // Inputs first: a malformed file fails before the run directory is touched and the model loads.
   const questions = selectQuestions(s);
-  const kept = out === null ? { previous: [], skip: new Set<string>() } : prepareRunDir(s, out, io);
-
+  checkModelConfig(s.model);
+  checkManifest(s.model, warn);
   const tl = performance.now();
   const retriever = openRetriever(s);
-  const engine = await openEngine(s, io);
-  const timings: Record<string, number> = { load: performance.now() - tl };
-  log(io, s.quiet, `mempo ${s.kind}: ${questions.length} questions × ${s.options.rollout.groupSize} samples, ${engine.source}, retriever ${retriever.name}, context ${s.options.rollout.context}${out ? `, out ${out}` : ''}`);
+  const kept = out === null ? { previous: [], skip: new Set<string>() } : prepareRunDir(s, out, io, questions);
 
-  const result = await runWithProgress(s, io, questions, engine, retriever, kept.skip, batchPath);
+  const engine = await openEngine(s, io, warn);
+  const timings: Record<string, number> = { load: performance.now() - tl };
+  const runQuestions = dropOverlong(questions, engine.engine, s.options, s.questions, warn);
+  log(io, s.quiet, `mempo ${s.kind}: ${runQuestions.length} questions × ${s.options.rollout.groupSize} samples, ${engine.source}, ${describeRetriever(retriever)}, context ${s.options.rollout.context}${out ? `, out ${out}` : ''}`);
+
+  const result = await runWithProgress(s, io, runQuestions, engine, retriever, kept.skip, batchPath);
+  // A resumed run appended the groups it redid: put the file back in the order an uninterrupted run writes.
+  if (s.resume && batchPath !== null) sortBatchFile(batchPath, questions.map((q) => q.id));
   const all = inQuestionOrder(questions, [...kept.previous, ...result.records]);
   const wallMs = performance.now() - t0;
   const summary = summarize(all, { stats: result.stats, newTrajectories: result.records.length, extraWallMs: { ...timings, run: wallMs } });
@@ -132,43 +123,11 @@ function selectQuestions(s: RunSettings): Question[] {
   return questions;
 }
 
-/**
- * The run directory: refuses to overwrite without --resume / --force, checks that a resumed run
- * has the same settings, keeps its complete groups, and records this run's settings (run.json).
- */
-function prepareRunDir(s: RunSettings, out: string, io: RunIO): { previous: BatchRecord[]; skip: Set<string> } {
-  const batchPath = join(out, 'batch.jsonl');
-  const runPath = join(out, 'run.json');
-  const fp = fingerprint(s);
-  let previous: BatchRecord[] = [];
-  let skip = new Set<string>();
-  mkdirSync(out, { recursive: true });
-  if (existsSync(batchPath) && !s.resume && !s.force) {
-    throw new MempoError('ERR_RESUME', `${batchPath} already exists: pass --resume to finish that run, or --force to start over`);
-  }
-  if (s.resume && existsSync(runPath)) {
-    const before = JSON.parse(readFileSync(runPath, 'utf8')) as Record<string, unknown>;
-    if (JSON.stringify(before['settings']) !== JSON.stringify(JSON.parse(JSON.stringify(fp)))) {
-      throw new MempoError('ERR_RESUME', `--resume: the options differ from the run in ${out} (see ${runPath}); pass the same options, or --force to start over`);
-    }
-  }
-  if (s.resume) {
-    const ex = loadForResume(batchPath, s.options.rollout.groupSize);
-    previous = ex.records;
-    skip = ex.completeUids;
-    log(io, s.quiet, `resume: ${skip.size} complete groups kept${ex.droppedLines ? `, ${ex.droppedLines} lines of incomplete groups dropped` : ''}`);
-  } else if (existsSync(batchPath)) {
-    rmSync(batchPath);
-  }
-  writeFileAtomic(runPath, `${JSON.stringify({ settings: fp, startedAt: new Date().toISOString() }, null, 2)}\n`);
-  return { previous, skip };
-}
-
 function openRetriever(s: RunSettings): Retriever {
   if (s.retriever !== null) {
     return new HttpRetriever(s.retriever, { timeoutMs: s.options.tool.timeoutMs, retries: s.options.tool.retries, backoffMs: s.options.tool.backoffMs });
   }
-  return Bm25Retriever.fromJsonl(s.corpus ?? EMBEDDED.corpus());
+  return openCorpus(s.corpus ?? EMBEDDED.corpus());
 }
 
 /** The model a run samples and scores with: inference servers (--server) or the local ONNX model. */
@@ -182,10 +141,10 @@ export interface RunEngine {
   local: CausalLM | null;
 }
 
-async function openEngine(s: RunSettings, io: RunIO): Promise<RunEngine> {
+async function openEngine(s: RunSettings, io: RunIO, warn: (m: string) => void): Promise<RunEngine> {
   const srv = s.server ?? null;
   if (srv === null) {
-    const threads = s.threads ?? Math.max(1, availableParallelism());
+    const threads = boundThreads(s.threads, warn);
     const model = await CausalLM.load(s.model, { sessionOptions: { intraOpNumThreads: threads, interOpNumThreads: 1 } });
     const engine = new LocalModel(model, { scorerMaxBatchTokens: s.options.memory.scorerMaxBatchTokens });
     return { engine, source: `model ${s.model}`, server: null, local: model };
@@ -224,7 +183,10 @@ async function runWithProgress(
       retriever,
       options: s.options,
       skipUids: skip,
-      onBatch: (recs) => writer?.write(recs),
+      onBatch: (recs, b) => {
+        writer?.write(recs);
+        bars.onBatchWritten(b);
+      },
       progress: bars,
     });
   } finally {

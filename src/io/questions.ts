@@ -39,9 +39,9 @@ export function checkQuestions(items: readonly unknown[], where = 'questions'): 
   return out;
 }
 
-/** Reads a questions JSONL file; a malformed line is an error naming the file, line and field. */
+/** Reads a questions JSONL file; a malformed line (or bytes that are not UTF-8) is an error naming the file, line and field. */
 export function readQuestions(file: string): Question[] {
-  const lines = readJsonlLines(file, questionSchema);
+  const lines = readJsonlLines(file, questionSchema, { strictUtf8: true });
   const seen = new Map<string, number>();
   for (const { line, value } of lines) {
     const prev = seen.get(value.id);

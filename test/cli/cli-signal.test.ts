@@ -1,6 +1,7 @@
 /**
  * Ctrl-C during `mempo rollout` (the built command, dist/cli/main.js, as `npm test` builds it
- * first): the process exits 130, batch.jsonl holds only whole lines, and --resume finishes it.
+ * first): the process exits 130, batch.jsonl holds only whole lines, and --resume finishes it;
+ * a --force run killed the same way leaves no summary.json / report.html of the run it replaced.
  */
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -12,7 +13,8 @@ const built = existsSync(BIN);
 const maybe = built ? test : test.skip;
 if (!built) console.warn(`cli-signal: ${BIN} is not built (npm run build:ts); skipping the Ctrl-C test`);
 
-function runBin(args: string[], onLine?: (child: ReturnType<typeof spawn>) => void, file?: string): Promise<{ code: number | null; signal: string | null; err: string }> {
+/** Runs the built CLI; `onLine` is called once `file` holds text (other than `before`, the text it had). */
+function runBin(args: string[], onLine?: (child: ReturnType<typeof spawn>) => void, file?: string, before = ''): Promise<{ code: number | null; signal: string | null; err: string }> {
   return new Promise((res) => {
     const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     let err = '';
@@ -20,7 +22,8 @@ function runBin(args: string[], onLine?: (child: ReturnType<typeof spawn>) => vo
     let timer: NodeJS.Timeout | undefined;
     if (onLine && file) {
       timer = setInterval(() => {
-        if (existsSync(file) && readFileSync(file, 'utf8').length > 0) {
+        const now = existsSync(file) ? readFileSync(file, 'utf8') : '';
+        if (now.length > 0 && now !== before) {
           clearInterval(timer);
           onLine(child);
         }
@@ -53,4 +56,11 @@ maybe('Ctrl-C leaves only whole lines and --resume finishes the run', async () =
   const done = readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { uid: string; sample: number });
   expect(done.map((r) => `${r.uid}/${r.sample}`).sort()).toEqual(Array.from({ length: 12 }, (_, i) => `q${Math.floor(i / 2)}/${i % 2}`).sort());
   expect(existsSync(join(out, 'summary.json'))).toBe(true);
+  expect(existsSync(join(out, 'report.html'))).toBe(true);
+
+  // --force starts over: killed at its first line, the old summary and report are already gone.
+  const forced = await runBin([...args, '--force'], (child) => child.kill('SIGINT'), file, readFileSync(file, 'utf8'));
+  expect(forced.code).toBe(130);
+  expect(existsSync(join(out, 'summary.json'))).toBe(false);
+  expect(existsSync(join(out, 'report.html'))).toBe(false);
 });

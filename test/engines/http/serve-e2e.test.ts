@@ -335,7 +335,7 @@ describe('rollout over mempo serve replicas', () => {
 
   test('bad server flags are errors naming the flag', async () => {
     const r1 = await rollout(['--server', 'ftp://example.org']);
-    expect(r1.code).toBe(1);
+    expect(r1.code).toBe(2);
     expect(r1.err).toContain("option '--server <url>' argument 'ftp://example.org' is invalid");
     const r2 = await rollout(['--server-api', 'sglang']);
     expect(r2.code).toBe(2);

@@ -1,0 +1,76 @@
+/**
+ * The run directory of `mempo rollout` / `mempo eval --out DIR` before any work: refuses to
+ * overwrite without --resume / --force, clears what an earlier or killed run left, checks that a
+ * resumed run is this run (same options in run.json, every batch.jsonl line one of its
+ * questions), keeps the complete groups, and records this run's settings (run.json).
+ */
+import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { MempoError } from '../errors';
+import { clearRunDir, loadForResume, writeFileAtomic } from '../io/run-dir';
+import type { BatchRecord, Question } from '../contracts';
+import type { RunIO, RunSettings } from './run';
+
+/** The settings of a run that must match for --resume to continue it. */
+export function fingerprint(s: RunSettings): Record<string, unknown> {
+  return {
+    kind: s.kind,
+    questions: resolve(s.questions),
+    offset: s.offset,
+    limit: s.limit,
+    shuffle: s.shuffle,
+    model: resolve(s.model),
+    retriever: s.retriever ?? (s.corpus === null ? null : resolve(s.corpus)),
+    ...(s.server ? { server: { api: s.server.api, model: s.server.model } } : {}),
+    options: s.options,
+  };
+}
+
+/** run.json's settings; a file that does not parse is an error naming it. */
+function readRunJson(runPath: string): unknown {
+  try {
+    return (JSON.parse(readFileSync(runPath, 'utf8')) as { settings?: unknown } | null)?.settings;
+  } catch (err) {
+    throw new MempoError('ERR_RESUME', `${runPath}: not valid JSON (${(err as Error).message}); cannot tell which run ${join(runPath, '..', 'batch.jsonl')} belongs to; pass --force to start over`);
+  }
+}
+
+function log(io: RunIO, quiet: boolean, msg: string): void {
+  if (!quiet) io.stderr.write(`${msg}\n`);
+}
+
+export function prepareRunDir(s: RunSettings, out: string, io: RunIO, questions: readonly Question[]): { previous: BatchRecord[]; skip: Set<string> } {
+  const batchPath = join(out, 'batch.jsonl');
+  const runPath = join(out, 'run.json');
+  const fp = fingerprint(s);
+  let previous: BatchRecord[] = [];
+  let skip = new Set<string>();
+  mkdirSync(out, { recursive: true });
+  if (existsSync(batchPath) && !s.resume && !s.force) {
+    throw new MempoError('ERR_RESUME', `${batchPath} already exists: pass --resume to finish that run, or --force to start over`);
+  }
+  if (s.resume && existsSync(batchPath) && !existsSync(runPath)) {
+    throw new MempoError('ERR_RESUME', `--resume: ${batchPath} has no ${runPath} beside it, so nothing says which run wrote it; pass --force to start over`);
+  }
+  if (s.resume && existsSync(runPath)) {
+    if (JSON.stringify(readRunJson(runPath)) !== JSON.stringify(JSON.parse(JSON.stringify(fp)))) {
+      throw new MempoError('ERR_RESUME', `--resume: the options differ from the run in ${out} (see ${runPath}); pass the same options, or --force to start over`);
+    }
+  }
+  const removed = clearRunDir(out, s.resume);
+  if (removed.length > 0) log(io, s.quiet, `mempo ${s.kind}: removed ${removed.join(', ')} of an earlier run from ${out}`);
+  if (s.resume) {
+    const ex = loadForResume(batchPath, s.options.rollout.groupSize, { questions });
+    previous = ex.records;
+    skip = ex.completeUids;
+    const notes = [
+      ex.droppedLines > 0 ? `${ex.droppedLines} lines dropped (a partial or blank line, incomplete or failed groups)` : '',
+      ex.failedGroups > 0 ? `${ex.failedGroups} groups whose every sample failed (tool or server) redone` : '',
+    ].filter(Boolean);
+    log(io, s.quiet, `resume: ${skip.size} complete groups kept${notes.length ? `, ${notes.join(', ')}` : ''}`);
+  } else if (existsSync(batchPath)) {
+    rmSync(batchPath);
+  }
+  writeFileAtomic(runPath, `${JSON.stringify({ settings: fp, startedAt: new Date().toISOString() }, null, 2)}\n`);
+  return { previous, skip };
+}
