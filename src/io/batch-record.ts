@@ -25,6 +25,7 @@ const roundSchema = z.object({
   violations: z.array(z.object({ code: z.string(), message: z.string() })),
   finishReason: z.string(),
   contextTokens: int0,
+  contextIds: z.array(int0).optional(),
   observation: z.object({ start: int0, end: int0, truncated: z.boolean() }).nullable(),
 });
 
