@@ -118,3 +118,16 @@ test('a fresh directory is unaffected: --resume without batch.jsonl starts the r
   expect(r.code).toBe(0);
   expect(readFileSync(join(out, 'batch.jsonl'), 'utf8').split('\n').filter(Boolean)).toHaveLength(4);
 });
+
+test('a --context memory run (rounds carry their exact contextIds) resumes to the uninterrupted file', async () => {
+  const out = mkdtempSync(join(tmpdir(), 'mempo-cli-memory-'));
+  const args = ['rollout', '--out', out, ...SMALL, '--context', 'memory', '--quiet'];
+  expect((await runCli(args)).code).toBe(0);
+  const whole = readFileSync(join(out, 'batch.jsonl'), 'utf8');
+  const kept = whole.split('\n').filter(Boolean);
+  expect(kept.some((l) => (JSON.parse(l) as { rounds: { contextIds?: number[] }[] }).rounds.some((r) => Array.isArray(r.contextIds)))).toBe(true);
+  // Drop the second question's group: --resume keeps the first and redoes the second.
+  writeFileSync(join(out, 'batch.jsonl'), `${kept.slice(0, 2).join('\n')}\n`);
+  expect((await runCli([...args, '--resume'])).code).toBe(0);
+  expect(readFileSync(join(out, 'batch.jsonl'), 'utf8')).toBe(whole);
+});
