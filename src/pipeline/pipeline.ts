@@ -197,10 +197,11 @@ async function runBatch(input: PipelineInput, options: PipelineOptions, batches:
 
   progress?.onScoring?.({ batch: b, items: 0, done: false });
   const { scored, stats: ss } = await scoreBatch(trajectories, input.generator.codec, input.scorer, options);
-  progress?.onScoring?.({ batch: b, items: ss.scoredItems, done: true });
   addScoringStats(stats, ss);
 
   checkBackendAlive(trajectories, b, batches.length);
+  // Reported as scored only once the run goes on with it (a batch that stops the run is not).
+  progress?.onScoring?.({ batch: b, items: ss.scoredItems, done: true });
   const out = scored.filter((s) => fresh.has(s.trajectory.uid)).map((s) => toBatchRecord(s, options.memory.memSpan));
   const tw = performance.now();
   if (input.onBatch) await input.onBatch(out, b);

@@ -97,6 +97,9 @@ export function readModelConfig(files: ModelFiles): ModelConfig {
   const eos = new Set(idList(raw['eos_token_id']));
   const genPath = join(files.dir, 'generation_config.json');
   if (existsSync(genPath)) for (const id of idList(readJson(genPath, 'generation config')['eos_token_id'])) eos.add(id);
+  for (const id of eos) {
+    if (id >= vocabSize) throw new MempoError('ERR_MODEL_CONFIG', `${path}: eos_token_id ${id} is outside the vocabulary (vocab_size ${vocabSize})`);
+  }
   const pad = raw['pad_token_id'];
   return {
     numLayers,
