@@ -46,7 +46,7 @@ export type { PipelineInput, PipelineResult, PipelineStats, BatchScoringStats } 
 export type { RunSummary, EvalReport } from './pipeline/summary';
 export type { PipelineOptions, PipelineOptionsInput } from './options';
 
-// What every layer shares (src/contracts.ts) and the one error class (src/errors.ts).
+// What every layer shares (src/contracts/) and the one error class (src/errors.ts).
 export { PartialResultsError } from './contracts';
 export { MempoError, MempoPipelineError, MempoRuntimeError } from './errors';
 export type {
