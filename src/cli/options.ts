@@ -156,7 +156,7 @@ export function serverUrlList(v: string, previous: unknown): string[] {
 export function addServerOptions(cmd: Command): Command {
   const d = SERVER_DEFAULTS;
   cmd
-    .option('--server <url>', 'inference server(s) for generation AND memory-reward scoring (vLLM, SGLang or mempo serve); repeat the flag or comma-separate replicas. --model then provides only the tokenizer and config.json', serverUrlList)
+    .option('--server <url>', 'inference server(s) for generation AND memory-reward scoring (vLLM, SGLang or mempo serve); repeat the flag or comma-separate replicas. --model then provides only the tokenizer (tokenizer.json, tokenizer_config.json; config.json and generation_config.json when present)', serverUrlList)
     .addOption(new Option('--server-api <api>', `server dialect: 'vllm' (POST /v1/completions) or 'sglang' (POST /generate) (default: ${d.api})`).choices([...COMPLETIONS_APIS]))
     .option('--server-model <name>', "model name sent to and checked against the server (default: the first model GET /v1/models lists on the first --server, else the --model directory's name)")
     .option('--server-max-in-flight <n>', `most requests in flight per server (default: ${d.maxInFlight})`, int(1))

@@ -149,7 +149,7 @@ async function openEngine(s: RunSettings, io: RunIO, warn: (m: string) => void):
     const engine = new LocalModel(model, { scorerMaxBatchTokens: s.options.memory.scorerMaxBatchTokens });
     return { engine, source: `model ${s.model}`, server: null, local: model };
   }
-  // Generation and scoring over HTTP: the model directory gives only the tokenizer and config.json.
+  // Generation and scoring over HTTP: the model directory gives only the tokenizer (config files optional).
   const server = await connectCompletionsServers({
     urls: srv.urls, api: srv.api, model: srv.model, modelDir: s.model, maxInFlight: srv.maxInFlight, timeoutMs: srv.timeoutMs,
     retries: srv.retries, backoffMs: srv.backoffMs, scoreBatchSize: srv.scoreBatchSize, sendSeed: srv.sendSeed,
