@@ -64,7 +64,7 @@ function common(cmd: Command, kind: 'rollout' | 'eval'): Command {
     .option('--offset <n>', 'skip the first n questions', int(0), 0)
     .option('--limit <n>', "questions to run ('none' = all)", intOrNone, kind === 'eval' ? DEFAULT_EVAL_LIMIT : DEFAULT_ROLLOUT_LIMIT)
     .option('--model <dir>', 'model directory (ONNX + tokenizer; with --server only the tokenizer, config files optional)', EMBEDDED.model())
-    .option('--corpus <file>', 'JSONL corpus ({ id, title, contents, url? } or Search-R1 wiki-18 rows { id, contents: "\"Title\"\\ntext" }) for the local BM25 retriever (default: the embedded corpus)')
+    .option('--corpus <file>', 'JSONL corpus ({ id, title, contents, url? } or Search-R1 wiki-18 rows { id, contents } whose first line is the quoted title) for the local BM25 retriever (default: the embedded corpus)')
     .option('--retriever <url>', 'retrieval server (Search-R1 / ASearcher API: POST /retrieve) instead of the local corpus')
     .option('--threads <n>', 'ONNX Runtime intra-op threads (default: all cores; more than the machine has are lowered to that, with a warning)', int(1))
     .option('--quiet', 'no progress bars or messages on stderr')
@@ -106,7 +106,7 @@ export function buildProgram(io: RunIO, onDone: (code: number) => void): Command
   runOutputs(evalCmd, 'eval');
   const serveRetriever = new Command('serve-retriever')
     .description('Serve the Search-R1 / ASearcher retrieval API (POST /retrieve) over a JSONL corpus with the local BM25 retriever, until Ctrl-C.')
-    .option('--corpus <file>', 'JSONL corpus ({ id, title, contents, url? } or Search-R1 wiki-18 rows { id, contents: "\"Title\"\\ntext" })', EMBEDDED.corpus())
+    .option('--corpus <file>', 'JSONL corpus ({ id, title, contents, url? } or Search-R1 wiki-18 rows { id, contents } whose first line is the quoted title)', EMBEDDED.corpus())
     .option('--host <host>', 'address to bind (loopback by default)', '127.0.0.1')
     .option('--port <n>', 'port (0: any free port)', int(0), 8000)
     .option('--max-body <bytes>', 'largest request body accepted', int(1), RETRIEVAL_SERVER_DEFAULTS.maxBodyBytes)
