@@ -214,6 +214,23 @@ describe('non-finite and overflowing values', () => {
     expect(native).toEqual(js);
   });
 
+  it.each(['logp', 'oldLogp'] as const)('ppoPolicyLoss with a NaN in %s: NaN loss and approxKl on both backends (torch)', (arg) => {
+    const n = 32; // four AVX2 blocks of one row
+    const input = {
+      logp: new Float32Array(n).fill(-1),
+      oldLogp: new Float32Array(n).fill(-1.1),
+      advantages: new Float32Array(n).fill(0.5),
+      mask: new Uint8Array(n).fill(1),
+      rows: 1,
+      cols: n,
+    };
+    input[arg][5] = NaN;
+    const { native, js } = onBoth(() => ppoPolicyLoss(input));
+    expect(native).toEqual(js);
+    expect(js).toMatchObject({ loss: NaN, approxKl: NaN, clipFrac: 0 });
+    expect((js as { grad: Float32Array }).grad[5]).toBe(0); // the clamp passes no gradient through NaN, as torch's
+  });
+
   it('memoryRewards names snapshots when 2*snapshots rows are too many', () => {
     sameThrow(() => memoryRewards(new Float32Array(0), new Uint8Array(0), 2 ** 30, 1), 'RangeError', /^Expected a non-negative integer below 2\^30 \(2\*snapshots rows\) for snapshots but received 1073741824$/);
   });
