@@ -16,7 +16,7 @@ npx node-gyp rebuild -- -Dmempo_asan=1 >"$log" 2>&1 || { tail -40 "$log" >&2; ex
 mv build build-asan
 restore
 export LD_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
-export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
+export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:protect_shadow_gap=0  # (the gap: CUDA maps memory there)
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export MEMPO_NATIVE_BINDING="$PWD/build-asan/Release/mempo.node"
 export MEMPO_ASAN=1            # tests that need a small address-space limit skip themselves
