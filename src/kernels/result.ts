@@ -31,6 +31,6 @@ export function newResult(n: number): Float32Array {
   } catch (err) {
     // (By name: the typed-array constructor may come from another realm than this RangeError.)
     if ((err as Error)?.name !== 'RangeError') throw err;
-    throw new RangeError(`Cannot allocate the result (a Float32Array of length ${n}): out of memory`);
+    throw new RangeError(`Cannot allocate the result (a Float32Array of length ${n}): out of memory`, { cause: err });
   }
 }

@@ -76,7 +76,6 @@ describe('results too large for a typed array', () => {
   plainAddon('the addon throws a catchable RangeError where it cannot allocate the result', () => {
     const root = path.resolve(__dirname, '..', '..');
     const explicit = process.env.MEMPO_NATIVE_BINDING;
-    // eslint-disable-next-line @typescript-eslint/no-require-imports -- node-gyp-build's resolver, as src/kernels/backend.ts uses it
     const addonPath = explicit ? path.resolve(explicit) : (require('node-gyp-build') as { path(dir: string): string }).path(root);
     const script = `
       const a = require(${JSON.stringify(addonPath)});
