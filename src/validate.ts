@@ -52,7 +52,15 @@ export function checkSize(value: unknown, argument: string, allowZero = false): 
 
 type TypedCtor<T> = { new (n: number): T; name: string };
 
-/** An exact typed-array class with an exact length ("Float32Array of length B*T = 12"). */
+// %TypedArray%.prototype getters read the internal slots: a Proxy or a look-alike object has none.
+const typedArrayProto = Object.getPrototypeOf(Uint8Array.prototype) as object;
+const kindOf = Object.getOwnPropertyDescriptor(typedArrayProto, Symbol.toStringTag)!.get!;
+const lengthOf = Object.getOwnPropertyDescriptor(typedArrayProto, 'length')!.get!;
+
+/**
+ * An exact typed-array class with an exact length ("Float32Array of length B*T = 12"). A Proxy
+ * over a typed array is refused, as the native addon refuses it, and the length is the array's own.
+ */
 export function checkTyped<T extends ArrayBufferView & { length: number }>(
   value: unknown,
   ctor: TypedCtor<T>,
@@ -60,11 +68,11 @@ export function checkTyped<T extends ArrayBufferView & { length: number }>(
   length: number,
   shape: string,
 ): T {
-  if (!(value instanceof (ctor as unknown as new (...args: never[]) => unknown))) {
+  if (!(value instanceof (ctor as unknown as new (...args: never[]) => unknown)) || !ArrayBuffer.isView(value) || kindOf.call(value) !== ctor.name) {
     throw typeError(`${ctor.name} of length ${shape}`, argument, value);
   }
   const arr = value as T;
-  if (arr.length !== length) {
+  if (lengthOf.call(arr) !== length) {
     throw rangeError(`${ctor.name} of length ${shape}`, argument, value);
   }
   return arr;

@@ -2,6 +2,7 @@
 // dominate the cost of both advantages; the writes are split across threads by rows.
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "../kernels.h"
@@ -38,6 +39,15 @@ void group_normalize(const double* values, const int32_t* groups, int64_t n, int
 
 namespace {
 
+// double -> float rounding as a JS Float32Array store does: ±Infinity from FLT_MAX + half an ulp
+// on, where a plain conversion is undefined (the TS wrapper rejects such values; direct addon
+// callers may not).
+inline float to_float(double v) {
+  constexpr double kOverflow = 0x1.ffffffp+127;
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  return v >= kOverflow ? kInf : v <= -kOverflow ? -kInf : float(v);
+}
+
 void broadcast_row_scalar(float v, const uint8_t* m, float* o, int64_t cols) {
   for (int64_t c = 0; c < cols; ++c) o[c] = m[c] != 0 ? v : 0.0f;
 }
@@ -65,7 +75,7 @@ void broadcast_rows(const double* row_values, const uint8_t* mask, int64_t rows,
   const bool avx2 = cpu_has_avx2();
   parallel_for(rows, std::max<int64_t>(1, (int64_t{1} << 16) / cols), [&](int64_t r0, int64_t r1, int) {
     for (int64_t r = r0; r < r1; ++r) {
-      const float v = static_cast<float>(row_values[r]);
+      const float v = to_float(row_values[r]);
 #if MEMPO_X86
       if (avx2) {
         broadcast_row_avx2(v, mask + r * cols, out + r * cols, cols);
@@ -93,7 +103,7 @@ void write_spans(const double* values, const int32_t* spans, int64_t m, int64_t 
     for (int64_t r = r0; r < r1; ++r) {
       for (int64_t j = first[r]; j < first[r + 1]; ++j) {
         const int64_t k = order[j];
-        const float v = static_cast<float>(values[k]);
+        const float v = to_float(values[k]);
         float* o = out + r * cols;
         for (int32_t c = spans[3 * k + 1]; c < spans[3 * k + 2]; ++c) o[c] = v;
       }

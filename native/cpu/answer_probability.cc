@@ -1,4 +1,5 @@
 #include <cmath>
+#include <limits>
 
 #include "../kernels.h"
 
@@ -17,7 +18,10 @@ void answer_probability(const float* logp, const uint8_t* mask, int64_t rows, in
         ++kept;
       }
     }
-    out[r] = kept == 0 ? 0.0f : static_cast<float>(std::exp(sum / double(kept)));
+    const double p = kept == 0 ? 0.0 : std::exp(sum / double(kept));
+    // Rounded as a Float32Array store rounds (from FLT_MAX + half an ulp on a plain conversion
+    // is undefined); the TS wrapper rejects an infinite P.
+    out[r] = p >= 0x1.ffffffp+127 ? std::numeric_limits<float>::infinity() : static_cast<float>(p);
   }
 }
 

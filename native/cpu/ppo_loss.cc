@@ -2,6 +2,7 @@
 // with respect to logp, rows split across threads: AVX2 eight tokens at a time when there is
 // no KL term, else token by token in double precision.
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "../kernels.h"
@@ -78,8 +79,17 @@ inline void token_scalar(const float* logp, const float* old_logp, const float* 
 }
 
 #if MEMPO_X86
+// Lanes of x that are neither NaN nor infinite.
+MEMPO_AVX2_TARGET inline __m256 finite_ps(__m256 x) {
+  const __m256 abs = _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
+  return _mm256_cmp_ps(abs, _mm256_set1_ps(std::numeric_limits<float>::infinity()), _CMP_LT_OQ);
+}
+
 // Eight tokens at a time in float (exp relative error < 2e-7), sums accumulated in double.
 // Handles [b, b + 8k) of a row and returns where the scalar tail starts. KL terms stay scalar.
+// A block with a NaN or infinite input, or a term that overflows float, is redone by
+// token_scalar: min/max would turn a NaN into a clamp bound, and double does not overflow
+// where float does, so every path gives the JS twin's result (NaN propagates, as in torch).
 MEMPO_AVX2_TARGET int64_t row_avx2(const float* logp, const float* old_logp, const float* adv, const uint8_t* mask,
                                    int64_t b, int64_t e, double w, const TokenParams& tp, float* grad, Partial& p) {
   const __m256 zero = _mm256_setzero_ps(), lo = _mm256_set1_ps(float(tp.lo)), hi = _mm256_set1_ps(float(tp.hi));
@@ -108,6 +118,11 @@ MEMPO_AVX2_TARGET int64_t row_avx2(const float* logp, const float* old_logp, con
     const __m256 dual = _mm256_and_ps(_mm256_cmp_ps(a, zero, _CMP_LT_OQ), _mm256_cmp_ps(l, pg3, _CMP_GT_OQ));
     l = _mm256_blendv_ps(l, pg3, dual);
     g = _mm256_andnot_ps(dual, g);
+    const __m256 ok = _mm256_and_ps(_mm256_and_ps(finite_ps(raw), finite_ps(a)), _mm256_and_ps(finite_ps(l), finite_ps(g)));
+    if (_mm256_movemask_ps(_mm256_andnot_ps(ok, live)) != 0) {
+      for (int64_t j = i; j < i + 8; ++j) token_scalar(logp, old_logp, adv, mask, nullptr, j, w, tp, grad, p);
+      continue;
+    }
     l = _mm256_and_ps(l, live);
     g = _mm256_and_ps(_mm256_mul_ps(g, wv), live);
     _mm256_storeu_ps(grad + i, g);

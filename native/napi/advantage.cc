@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "alloc.h"
@@ -18,16 +19,16 @@ namespace {
 
 // Shared by both advantages: the checked group arguments (groups, groupCount, eps, normByStd).
 struct GroupArgs {
-  Napi::TypedArrayOf<int32_t> groups;
+  std::vector<int32_t> groups;  // read once (args.h), then checked
   int32_t group_count;
   double eps;
   bool norm_by_std;
 };
 
 GroupArgs group_args(const Napi::CallbackInfo& info, int64_t n) {
-  auto groups = typed_arg<int32_t>(info, 1, "groups", napi_int32_array, n);
+  std::vector<int32_t> groups = read_once(typed_arg<int32_t>(info, 1, "groups", napi_int32_array, n));
   const int64_t group_count = size_arg(info, 2, "groupCount", true);
-  const int32_t* gp = groups.Data();
+  const int32_t* gp = groups.data();
   for (int64_t i = 0; i < n; ++i) {
     if (gp[i] < 0 || gp[i] >= group_count) {
       const std::string arg = "groups[" + std::to_string(i) + "]";
@@ -36,7 +37,7 @@ GroupArgs group_args(const Napi::CallbackInfo& info, int64_t n) {
   }
   const double eps = number_arg(info, 6, "eps");
   const bool norm_by_std = info[7].ToBoolean().Value();
-  return GroupArgs{groups, static_cast<int32_t>(group_count), eps, norm_by_std};
+  return GroupArgs{std::move(groups), static_cast<int32_t>(group_count), eps, norm_by_std};
 }
 
 // Bounds and overlap: the TS wrapper reports these in detail; this is the backstop. Spans in
@@ -77,7 +78,7 @@ Napi::Value GrpoOutcomeAdvantage(const Napi::CallbackInfo& info) {
     auto mask = typed_arg<uint8_t>(info, 3, "responseMask", napi_uint8_array, rows * cols);
     const GroupArgs g = group_args(info, rows);
     auto out = mempo::new_float32(info.Env(), size_t(rows * cols), false);
-    MEMPO_DISPATCH(outcome_advantage, scores.Data(), g.groups.Data(), rows, g.group_count, g.eps, g.norm_by_std,
+    MEMPO_DISPATCH(outcome_advantage, scores.Data(), g.groups.data(), rows, g.group_count, g.eps, g.norm_by_std,
                    mask.Data(), cols, out.Data());
     return out;
   });
@@ -88,14 +89,14 @@ Napi::Value MemoryAdvantage(const Napi::CallbackInfo& info) {
     if (!info[0].IsTypedArray()) type_error(info.Env(), "Float64Array", "memRewards", info[0]);
     const int64_t m = info[0].As<Napi::TypedArray>().ElementLength();
     auto rewards = typed_arg<double>(info, 0, "memRewards", napi_float64_array, m);
-    auto spans = typed_arg<int32_t>(info, 3, "spans", napi_int32_array, 3 * m);
+    const std::vector<int32_t> spans = read_once(typed_arg<int32_t>(info, 3, "spans", napi_int32_array, 3 * m));
     const int64_t rows = size_arg(info, 4, "rows", false), cols = size_arg(info, 5, "cols", false);
-    check_spans(info, spans.Data(), m, rows, cols);
+    check_spans(info, spans.data(), m, rows, cols);
     const GroupArgs g = group_args(info, m);
     bool reused = false;  // pooled memory holds stale values, fresh pages are zeros
     auto out = mempo::new_float32(info.Env(), size_t(rows * cols), false, &reused);
-    MEMPO_DISPATCH(memory_advantage, rewards.Data(), g.groups.Data(), m, g.group_count, g.eps, g.norm_by_std,
-                   spans.Data(), rows, cols, !reused, out.Data());
+    MEMPO_DISPATCH(memory_advantage, rewards.Data(), g.groups.data(), m, g.group_count, g.eps, g.norm_by_std,
+                   spans.data(), rows, cols, !reused, out.Data());
     return out;
   });
 }

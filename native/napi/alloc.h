@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #if defined(__linux__)
@@ -75,37 +76,78 @@ inline MappingPool& mapping_pool() {
   return *pool;
 }
 
+// The message of every allocation failure, worded as the JS twin's (src/kernels/result.ts).
+inline std::string alloc_failure(size_t n) {
+  return "Cannot allocate the result (a Float32Array of length " + std::to_string(n) + "): out of memory";
+}
+
+// Node 20 refuses external ArrayBuffers above buffer.constants.MAX_LENGTH (2^32 bytes), and on
+// that refusal both Node and node-addon-api free the finalizer data (a double free): larger
+// results never take the external path.
+constexpr size_t kMaxExternalBytes = size_t{1} << 32;
+
+struct PooledResult {
+  Mapping m;
+  bool constructing;  // the finalizer must not free what the failed constructor call still owns
+};
+
+inline void finalize_pooled(napi_env env, void*, void* hint) {
+  auto* h = static_cast<PooledResult*>(hint);
+  if (h->constructing) return;
+  int64_t left = 0;
+  napi_adjust_external_memory(env, -int64_t(h->m.size), &left);
+  mapping_pool().give_back(h->m);
+  delete h;
+}
+
+// `new Float32Array(n)` through the JS constructor: an allocation failure is a catchable
+// RangeError there, where napi_create_arraybuffer ends the process (V8's fatal OOM).
+inline Napi::Float32Array float32_from_js(Napi::Env env, size_t n) {
+  try {
+    Napi::Function ctor = env.Global().Get("Float32Array").As<Napi::Function>();
+    return ctor.New({Napi::Number::New(env, double(n))}).As<Napi::Float32Array>();
+  } catch (const Napi::Error&) {
+    throw Napi::RangeError::New(env, alloc_failure(n));
+  }
+}
+
 // A Float32Array of n elements. With need_zeros the contents are zeros; without, the kernel
 // promises to write every element (or to zero what it does not write when *reused says the
-// memory came from the pool) and the contents are unspecified until it does.
+// memory came from the pool) and the contents are unspecified until it does. Never ends the
+// process: every failure is a RangeError.
 inline Napi::Float32Array new_float32(Napi::Env env, size_t n, bool need_zeros, bool* reused = nullptr) {
   if (reused) *reused = false;
+  if (n > (size_t{1} << 53) / sizeof(float)) throw Napi::RangeError::New(env, alloc_failure(n));
   const size_t bytes = n * sizeof(float);
+  if (bytes < kPoolMinBytes) return Napi::Float32Array::New(env, n);  // V8's own, small
 #if defined(__linux__)
-  if (bytes >= kPoolMinBytes) {
+  if (bytes <= kMaxExternalBytes) {
     bool fresh = false;
     Mapping m = mapping_pool().take(bytes, fresh);
-    if (m.base != nullptr) {
-      if (!fresh && need_zeros) std::memset(m.base, 0, bytes);
-      if (reused) *reused = !fresh;
-      auto* hint = new Mapping(m);
-      int64_t adjusted = 0;
-      napi_adjust_external_memory(env, int64_t(m.size), &adjusted);
-      Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(
-          env, m.base, bytes,
-          [](Napi::Env e, void*, Mapping* h) {
-            int64_t left = 0;
-            napi_adjust_external_memory(e, -int64_t(h->size), &left);
-            mapping_pool().give_back(*h);
-            delete h;
-          },
-          hint);
-      return Napi::Float32Array::New(env, n, ab, 0);
+    if (m.base == nullptr) throw Napi::RangeError::New(env, alloc_failure(n));
+    auto* h = new PooledResult{m, true};
+    napi_value ab = nullptr;
+    if (napi_create_external_arraybuffer(env, m.base, bytes, finalize_pooled, h, &ab) != napi_ok) {
+      // Not ours to keep (e.g. a runtime that allows no external buffers): V8's allocation instead.
+      mapping_pool().give_back(m);
+      delete h;
+      bool pending = false;
+      if (napi_is_exception_pending(env, &pending) == napi_ok && pending) {
+        napi_value ignored;
+        napi_get_and_clear_last_exception(env, &ignored);
+      }
+      return float32_from_js(env, n);
     }
+    h->constructing = false;
+    int64_t adjusted = 0;
+    napi_adjust_external_memory(env, int64_t(m.size), &adjusted);
+    if (!fresh && need_zeros) std::memset(m.base, 0, bytes);
+    if (reused) *reused = !fresh;
+    return Napi::Float32Array::New(env, n, Napi::ArrayBuffer(env, ab), 0);
   }
 #endif
   (void)need_zeros;
-  return Napi::Float32Array::New(env, n);
+  return float32_from_js(env, n);  // zeros
 }
 
 inline Napi::Float32Array new_zeroed_float32(Napi::Env env, size_t n) { return new_float32(env, n, true); }

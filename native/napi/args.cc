@@ -37,7 +37,8 @@ int64_t size_arg(const Napi::CallbackInfo& info, size_t i, const char* arg, bool
   Napi::Value v = info[i];
   if (!v.IsNumber()) type_error(info.Env(), allow_zero ? "a non-negative integer" : "a positive integer", arg, v);
   const double d = v.As<Napi::Number>().DoubleValue();
-  if (d != static_cast<double>(static_cast<int64_t>(d)) || d < (allow_zero ? 0 : 1) || d > 2147483647.0) {
+  // Range first: converting NaN or a huge double to an integer is undefined behaviour.
+  if (!(d >= (allow_zero ? 0 : 1) && d <= 2147483647.0) || d != static_cast<double>(static_cast<int64_t>(d))) {
     range_error(info.Env(), allow_zero ? "a non-negative integer below 2^31" : "a positive integer below 2^31", arg,
                 std::to_string(d));
   }
@@ -48,6 +49,15 @@ double number_arg(const Napi::CallbackInfo& info, size_t i, const char* arg) {
   Napi::Value v = info[i];
   if (!v.IsNumber()) type_error(info.Env(), "a number", arg, v);
   return v.As<Napi::Number>().DoubleValue();
+}
+
+int code_arg(const Napi::CallbackInfo& info, size_t i, const char* arg, int count, const char* what) {
+  const double d = number_arg(info, i, arg);
+  if (!(d >= 0 && d < count) || d != static_cast<double>(static_cast<int>(d))) {
+    const bool integral = d > -1e15 && d < 1e15 && d == static_cast<double>(static_cast<int64_t>(d));
+    range_error(info.Env(), what, arg, integral ? std::to_string(static_cast<int64_t>(d)) : std::to_string(d));
+  }
+  return static_cast<int>(d);
 }
 
 }  // namespace binding

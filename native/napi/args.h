@@ -1,13 +1,21 @@
 // Argument checks of the native exports: the C++ backstop behind the TypeScript validation
 // in src/kernels, worded the same way, "Expected <what> for <argument> but received <value>",
 // and guarded(), through which every export runs so that no C++ exception reaches Node.
+//
+// Read-once rule: an input may live in a SharedArrayBuffer that another thread writes while the
+// kernel runs. Every value that addresses memory (targets, spans, group ids) is therefore copied
+// out once with read_once() before it is checked, and only the checked copy reaches a kernel;
+// floats and mask bytes are read in place, where a racing writer can change the numbers but
+// never which memory is touched.
 #pragma once
 #include <napi.h>
 
 #include <cstdint>
 #include <exception>
 #include <new>
+#include <cstring>
 #include <string>
+#include <vector>
 
 namespace mempo {
 namespace binding {
@@ -39,6 +47,16 @@ Napi::TypedArrayOf<T> typed_arg(const Napi::CallbackInfo& info, size_t i, const 
   if (static_cast<int64_t>(ta.ElementLength()) != length) range_error(info.Env(), what, arg, describe(v));
   return ta;
 }
+
+// The elements of `ta`, copied once (the read-once rule above).
+inline std::vector<int32_t> read_once(const Napi::TypedArrayOf<int32_t>& ta) {
+  std::vector<int32_t> copy(ta.ElementLength());
+  if (!copy.empty()) std::memcpy(copy.data(), ta.Data(), copy.size() * sizeof(int32_t));
+  return copy;
+}
+
+// info[i] as an integer code in [0, count).
+int code_arg(const Napi::CallbackInfo& info, size_t i, const char* arg, int count, const char* what);
 
 // fn() with every C++ exception (CUDA errors, std::bad_alloc) turned into a JS exception.
 template <typename Fn>

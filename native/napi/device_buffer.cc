@@ -1,6 +1,7 @@
 #include "device_buffer.h"
 #ifdef MEMPO_WITH_CUDA
 
+#include "alloc.h"
 #include "args.h"
 #include "device.h"
 #include "exports.h"
@@ -74,7 +75,7 @@ Napi::Value DeviceBufferWrap::Write(const Napi::CallbackInfo& info) {
 Napi::Value DeviceBufferWrap::ToFloat32Array(const Napi::CallbackInfo& info) {
   return guarded(info, [&]() -> Napi::Value {
     const mempo::cuda::DeviceArray& a = array(info.Env());
-    auto out = Napi::Float32Array::New(info.Env(), size_t(length_));
+    auto out = mempo::new_float32(info.Env(), size_t(length_), false);
     a.read(out.Data());
     return out;
   });

@@ -2,6 +2,7 @@
 #include <string>
 #include <vector>
 
+#include "alloc.h"
 #include "args.h"
 #include "dispatch.h"
 #include "exports.h"
@@ -33,15 +34,15 @@ Napi::Value gather_resident(const Napi::CallbackInfo& info, DeviceBufferWrap* de
     range_error(info.Env(), "a Float32Array or DeviceBuffer of length " + std::to_string(rows * vocab), "logits",
                 "DeviceBuffer of length " + std::to_string(arr.size()));
   }
-  auto targets = typed_arg<int32_t>(info, 1, "targets", napi_int32_array, rows);
-  check_targets(info, targets.Data(), rows, vocab);
-  auto out = Napi::Float32Array::New(info.Env(), rows);
+  const std::vector<int32_t> targets = read_once(typed_arg<int32_t>(info, 1, "targets", napi_int32_array, rows));
+  check_targets(info, targets.data(), rows, vocab);
+  auto out = mempo::new_float32(info.Env(), size_t(rows), false);
   if (use_cuda()) {
-    mempo::cuda::gather_log_probs_resident(arr, targets.Data(), rows, vocab, out.Data());
+    mempo::cuda::gather_log_probs_resident(arr, targets.data(), rows, vocab, out.Data());
   } else {
     std::vector<float> host(static_cast<size_t>(arr.size()));
     arr.read(host.data());
-    mempo::cpu::gather_log_probs(host.data(), targets.Data(), rows, vocab, out.Data());
+    mempo::cpu::gather_log_probs(host.data(), targets.data(), rows, vocab, out.Data());
   }
   return out;
 }
@@ -56,10 +57,10 @@ Napi::Value GatherLogProbs(const Napi::CallbackInfo& info) {
     if (DeviceBufferWrap* dev = DeviceBufferWrap::From(info[0])) return gather_resident(info, dev, rows, vocab);
 #endif
     auto logits = typed_arg<float>(info, 0, "logits", napi_float32_array, rows * vocab);
-    auto targets = typed_arg<int32_t>(info, 1, "targets", napi_int32_array, rows);
-    check_targets(info, targets.Data(), rows, vocab);
-    auto out = Napi::Float32Array::New(info.Env(), rows);
-    MEMPO_DISPATCH(gather_log_probs, logits.Data(), targets.Data(), rows, vocab, out.Data());
+    const std::vector<int32_t> targets = read_once(typed_arg<int32_t>(info, 1, "targets", napi_int32_array, rows));
+    check_targets(info, targets.data(), rows, vocab);
+    auto out = mempo::new_float32(info.Env(), size_t(rows), false);
+    MEMPO_DISPATCH(gather_log_probs, logits.Data(), targets.data(), rows, vocab, out.Data());
     return out;
   });
 }

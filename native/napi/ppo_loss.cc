@@ -26,12 +26,10 @@ Napi::Value PpoPolicyLoss(const Napi::CallbackInfo& info) {
     auto mask = typed_arg<uint8_t>(info, 3, "mask", napi_uint8_array, n);
     const double clip_low = number_arg(info, 6, "clipLow"), clip_high = number_arg(info, 7, "clipHigh");
     const double clip_c = number_arg(info, 8, "clipC");
-    const int agg = static_cast<int>(number_arg(info, 9, "aggMode"));
+    const int agg = code_arg(info, 9, "aggMode", kAggModeCount, "0, 1 or 2");
     auto ref = typed_arg<float>(info, 10, "refLogp", napi_float32_array, n, true);
     const double kl_coef = number_arg(info, 11, "klCoef");
-    const int kl = static_cast<int>(number_arg(info, 12, "klType"));
-    if (agg < 0 || agg >= kAggModeCount) range_error(env, "0, 1 or 2", "aggMode", std::to_string(agg));
-    if (kl < 0 || kl >= kKlTypeCount) range_error(env, "0, 1, 2 or 3", "klType", std::to_string(kl));
+    const int kl = code_arg(info, 12, "klType", kKlTypeCount, "0, 1, 2 or 3");
     const KlType kl_type = ref.IsEmpty() ? kKlNone : static_cast<KlType>(kl);
     auto grad = mempo::new_float32(env, size_t(n), false);
     const PpoLossResult r = MEMPO_DISPATCH(ppo_policy_loss, logp.Data(), old_logp.Data(), adv.Data(), mask.Data(),

@@ -1,5 +1,6 @@
 import { nativeAddon } from './backend';
-import { checkOptions, checkSize, checkTyped, optNumber, typeError } from '../validate';
+import { checkOptions, checkSize, checkTyped, optNumber, rangeError, Shown, typeError } from '../validate';
+import { newResult } from './result';
 
 export interface AnswerProbabilityOptions {
   /** τ: answer tokens with logp ≤ τ are dropped (default ln 0.5; −Infinity keeps all finite ones). */
@@ -28,9 +29,34 @@ export function answerProbability(
   checkTyped(ansMask, Uint8Array, 'ansMask', R * A, `rows*cols = ${R * A}`);
   const tau = readThreshold(opts);
   const addon = nativeAddon();
-  if (addon) return addon.answerProbability(logp, ansMask, R, A, tau);
+  const out = addon ? addon.answerProbability(logp, ansMask, R, A, tau) : answerProbabilityJs(logp, ansMask, R, A, tau);
+  for (let r = 0; r < R; r++) if (out[r] === Infinity) throw infiniteP(logp, ansMask, r, A, tau);
+  return out;
+}
 
-  const out = new Float32Array(R);
+/**
+ * Why P of row r came out infinite (docs/algorithm.md §4: P is a probability): a kept +Infinity
+ * log-prob, or kept log-probs whose mean overflows float32 under exp. Both backends check their
+ * result the same way.
+ */
+function infiniteP(logp: Float32Array, ansMask: Uint8Array, r: number, A: number, tau: number): RangeError {
+  let sum = 0;
+  let kept = 0;
+  for (let a = r * A; a < (r + 1) * A; a++) {
+    if (ansMask[a] === 0 || !(logp[a]! > tau)) continue;
+    if (logp[a] === Infinity) return rangeError('a log-probability below +Infinity', `logp[${a}]`, Infinity);
+    sum += logp[a]!;
+    kept++;
+  }
+  return rangeError(
+    'answer log-probabilities whose mean keeps P = exp(mean) within float32 (a mean of at most about 88.7)',
+    `logp (row ${r})`,
+    new Shown(`a mean of ${kept === 0 ? 0 : sum / kept} over ${kept} kept tokens`),
+  );
+}
+
+function answerProbabilityJs(logp: Float32Array, ansMask: Uint8Array, R: number, A: number, tau: number): Float32Array {
+  const out = newResult(R);
   for (let r = 0; r < R; r++) {
     let sum = 0;
     let kept = 0;
@@ -65,6 +91,8 @@ export function memoryRewards(
   opts?: AnswerProbabilityOptions,
 ): MemoryRewards {
   const M = checkSize(snapshots, 'snapshots', true);
+  // 2*snapshots rows must stay a valid row count: name the argument the caller passed.
+  if (2 * M > 2 ** 31 - 1) throw rangeError('a non-negative integer below 2^30 (2*snapshots rows)', 'snapshots', snapshots);
   if (!(logp instanceof Float32Array)) throw typeError(`Float32Array of length 2*snapshots*cols`, 'logp', logp);
   const p = answerProbability(logp, ansMask, 2 * M, cols, opts);
   const pFull = p.slice(0, M);

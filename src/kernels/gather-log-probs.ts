@@ -1,5 +1,6 @@
 import { nativeAddon } from './backend';
 import { checkSize, checkTyped, rangeError } from '../validate';
+import { newResult } from './result';
 
 /**
  * log_softmax(logits[r])[targets[r]] for each row r, in one numerically stable pass (online
@@ -21,7 +22,7 @@ export function gatherLogProbs(logits: Float32Array, targets: Int32Array, rows: 
   const addon = nativeAddon();
   if (addon) return addon.gatherLogProbs(logits, targets, R, V);
 
-  const out = new Float32Array(R);
+  const out = newResult(R);
   for (let r = 0; r < R; r++) {
     const base = r * V;
     let max = -Infinity;

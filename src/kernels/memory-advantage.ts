@@ -1,7 +1,8 @@
 import { nativeAddon } from './backend';
 import { denseGroups, pairGroups } from './groups';
 import { checkFiniteVector, checkOptions, checkSize, checkTyped, optEnum, rangeError, Shown, typeError } from '../validate';
-import { groupNormalize } from './group-normalize';
+import { checkGroupRange, groupNormalize } from './group-normalize';
+import { checkResultSize, newResult } from './result';
 import { GroupNormOptions, readGroupNorm } from './outcome-advantage';
 
 export type MemGrouping = 'question' | 'question-round';
@@ -60,6 +61,7 @@ export function memoryAdvantage(
 ): Float32Array {
   const B = checkSize(batch, 'batch');
   const T = checkSize(seqLen, 'seqLen');
+  checkResultSize(B * T, 'batch*seqLen', `${B}*${T}`);
   const r = checkFiniteVector(memRewards, 'memRewards', null, 'M');
   const M = r.length;
   const g = denseGroups(memGroups, 'memGroups', M, `M = ${M}`);
@@ -74,12 +76,13 @@ export function memoryAdvantage(
     if (grouping === 'question-round') groups = pairGroups(g.ids, rounds);
   }
   checkSpans(spans, M, B, T);
+  checkGroupRange(r, groups.ids, groups.count, eps, normByStd, 'memRewards');
 
   const addon = nativeAddon();
   if (addon) return addon.memoryAdvantage(r, groups.ids, groups.count, spans, B, T, eps, normByStd);
 
   const adv = groupNormalize(r, groups.ids, groups.count, eps, normByStd);
-  const out = new Float32Array(B * T);
+  const out = newResult(B * T);
   for (let m = 0; m < M; m++) {
     const base = spans[3 * m]! * T;
     out.fill(adv[m]!, base + spans[3 * m + 1]!, base + spans[3 * m + 2]!);

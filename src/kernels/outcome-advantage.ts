@@ -1,7 +1,8 @@
 import { nativeAddon } from './backend';
 import { denseGroups } from './groups';
 import { checkFiniteVector, checkOptions, checkSize, checkTyped, optBoolean, optNumber } from '../validate';
-import { groupNormalize } from './group-normalize';
+import { checkGroupRange, groupNormalize } from './group-normalize';
+import { checkResultSize, newResult } from './result';
 
 export interface GroupNormOptions {
   /** Added to the std before dividing (default 1e-6). */
@@ -32,15 +33,17 @@ export function grpoOutcomeAdvantage(
   const T = checkSize(seqLen, 'seqLen');
   const s = checkFiniteVector(scores, 'scores', null, 'B');
   const B = s.length;
+  checkResultSize(B * T, 'B*seqLen', `${B}*${T}`);
   const g = denseGroups(groups, 'groups', B, `B = ${B}`);
   const mask = checkTyped(responseMask, Uint8Array, 'responseMask', B * T, `B*T = ${B * T}`);
   const { eps, normByStd } = readGroupNorm(checkOptions(opts, 'opts', ['eps', 'normByStd']));
+  checkGroupRange(s, g.ids, g.count, eps, normByStd, 'scores');
 
   const addon = nativeAddon();
   if (addon) return addon.grpoOutcomeAdvantage(s, g.ids, g.count, mask, B, T, eps, normByStd);
 
   const adv = groupNormalize(s, g.ids, g.count, eps, normByStd);
-  const out = new Float32Array(B * T);
+  const out = newResult(B * T);
   for (let b = 0; b < B; b++) {
     const a = adv[b]!;
     const base = b * T;

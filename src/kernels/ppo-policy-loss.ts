@@ -1,6 +1,7 @@
 import { AGG_MODE_CODES, KL_TYPE_CODES, type AggModeCode, type KlTypeCode } from './addon';
 import { nativeAddon } from './backend';
 import { checkOptions, checkSize, checkTyped, optEnum, optNumber, typeError } from '../validate';
+import { newResult } from './result';
 
 export const AGG_MODES = ['token-mean', 'seq-mean-token-sum', 'seq-mean-token-mean'] as const;
 export type AggMode = (typeof AGG_MODES)[number];
@@ -133,7 +134,7 @@ function ppoPolicyLossJs(
   klType: KlTypeCode,
 ): { loss: number; grad: Float32Array; clipFrac: number; approxKl: number; kl: number } {
   const { rowWeight, tokens } = aggWeights(mask, R, C, agg);
-  const grad = new Float32Array(R * C);
+  const grad = newResult(R * C);
   let pgLoss = 0;
   let klLoss = 0;
   let clipped = 0;

@@ -220,6 +220,56 @@ void test_ppo(uint32_t seed) {
   }
 }
 
+// NaN, infinities and float-overflowing terms in every input, in blocks the CPU's AVX2 body
+// would take: NaN propagates on every path (torch's semantics, the JS twin's), no clamp eats it.
+void test_ppo_specials(uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(0.f, 1.f);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const float specials[] = {nan, inf, -inf, 3e38f, -3e38f, -0.0f};
+  const int64_t rows = 7, cols = 67, n = rows * cols;
+  std::vector<float> logp(n), old(n), adv(n), ref(n), grad_got(n), grad_want(n);
+  std::vector<uint8_t> mask(n);
+  for (int64_t i = 0; i < n; ++i) {
+    logp[i] = -3.f * u(rng);
+    old[i] = logp[i] + (u(rng) - 0.5f) * 0.8f;
+    adv[i] = (u(rng) - 0.5f) * 3.f;
+    ref[i] = logp[i] + (u(rng) - 0.5f) * 0.4f;
+    mask[i] = u(rng) < 0.9f;
+  }
+  for (int k = 0; k < 40; ++k) {  // sprinkle specials over the four inputs
+    std::vector<float>* arrs[] = {&logp, &old, &adv, &ref};
+    (*arrs[k % 4])[size_t(rng() % n)] = specials[rng() % 6];
+  }
+  adv[3 * cols + 9] = 1e30f;  // finite, but -A * ratio overflows float
+  for (int k = 0; k < mempo::kKlTypeCount; ++k) {
+    const auto kl = static_cast<mempo::KlType>(k);
+    std::vector<long long> per_row(rows);
+    emu::launch(2u, 128, row_counts_kernel, (const uint8_t*)mask.data(), rows, cols, per_row.data());
+    int64_t tokens = 0;
+    std::vector<double> w(rows);
+    row_weights(per_row.data(), rows, mempo::kAggTokenMean, w.data(), &tokens);
+    std::vector<BlockPartial> parts(3);
+    emu::launch(3u, kPpoThreads, ppo_kernel, (const float*)logp.data(), (const float*)old.data(), (const float*)adv.data(),
+                (const uint8_t*)mask.data(), (const double*)w.data(), rows, cols, 0.8, 1.2, 3.0,
+                kl ? (const float*)ref.data() : (const float*)nullptr, 0.05, kl, grad_got.data(), parts.data());
+    double pg = 0, kls = 0, neg = 0;
+    for (const auto& p : parts) pg += p.pg, kls += p.kl, neg += p.neg_kl;
+    const double got2[2] = {pg + 0.05 * kls, (0.0 - neg) / double(tokens)};
+    const mempo::PpoLossResult want = mempo::cpu::ppo_policy_loss(logp.data(), old.data(), adv.data(), mask.data(), rows,
+                                                                  cols, 0.2, 0.2, 3.0, mempo::kAggTokenMean,
+                                                                  kl ? ref.data() : nullptr, 0.05, kl, grad_want.data());
+    const double want2[2] = {want.loss, want.approx_kl};
+    const std::string tag = "ppo specials kl=" + std::to_string(k);
+    expect_close((tag + " grad").c_str(), grad_got.data(), grad_want.data(), n);
+    expect_close((tag + " loss/approxKl").c_str(), got2, want2, 2, 1e-6);
+    if (!std::isnan(want.loss)) {
+      std::printf("FAIL %s: a NaN input gave the finite loss %.9g\n", tag.c_str(), want.loss);
+      ++failures;
+    }
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -232,6 +282,7 @@ int main() {
   test_answer_probability(6);
   test_advantages(7);
   test_ppo(8);
+  test_ppo_specials(9);
   if (failures) {
     std::printf("%d emulated kernel check(s) FAILED\n", failures);
     return 1;
