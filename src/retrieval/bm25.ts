@@ -4,6 +4,7 @@
  * together. A line without `title` is in Search-R1's wiki-18 layout (`{ id, contents:
  * "\"Title\"\ntext" }`): its title is the first line of `contents`, kept once.
  */
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import MiniSearch from 'minisearch';
 import { z } from 'zod';
 import { MempoError } from '../errors';
@@ -23,6 +24,9 @@ export const corpusLineSchema = z.object({
 }));
 
 export type CorpusDocument = z.output<typeof corpusLineSchema>;
+
+/** Longest stretch of queries answered without yielding to the event loop, in ms. */
+const SLICE_MS = 5;
 
 export interface Bm25Options {
   /** BM25 parameters (minisearch defaults). */
@@ -67,8 +71,23 @@ export class Bm25Retriever implements Retriever {
     return new Bm25Retriever(lines.map((l) => l.value), options, `bm25:${file}`);
   }
 
-  search(queries: readonly string[], topk: number): Promise<RetrievedDoc[][]> {
-    return Promise.resolve(queries.map((q) => this.searchOne(q, topk)));
+  /**
+   * One list of hits per query. BM25 is synchronous: the queries are answered in slices of about
+   * SLICE_MS with a turn of the event loop between them, so that a long request (many or long
+   * queries) does not stall the other requests of `mempo serve-retriever`.
+   */
+  async search(queries: readonly string[], topk: number): Promise<RetrievedDoc[][]> {
+    const qs = [...queries];
+    const out: RetrievedDoc[][] = [];
+    let since = performance.now();
+    for (const q of qs) {
+      if (performance.now() - since >= SLICE_MS) {
+        await nextTurn();
+        since = performance.now();
+      }
+      out.push(this.searchOne(q, topk));
+    }
+    return out;
   }
 
   searchOne(query: string, topk: number): RetrievedDoc[] {

@@ -1,7 +1,8 @@
 /**
  * The handlers of `mempo serve` over `LocalModel`: vLLM `/v1/completions` and SGLang `/generate`
  * answers (shapes in src/servers/completions-server.ts), built from one sampling call and one
- * teacher-forced scoring call per request.
+ * teacher-forced scoring call per request. A request's signal (its client went away) stops the
+ * sampling between decode steps; a scoring call in progress finishes, then the request stops.
  */
 import { randomBytes } from 'node:crypto';
 import type { LocalModel } from '../engines/local/local-model';
@@ -42,17 +43,19 @@ export class CompletionsHandlers {
   }
 
   /** Per prompt: lp[i] = log π(prompt[i + 1] | prompt[..i]), all prompts in one scorer call. */
-  private async promptLogprobs(prompts: number[][]): Promise<Float32Array[]> {
+  private async promptLogprobs(prompts: number[][], signal: AbortSignal | undefined): Promise<Float32Array[]> {
+    signal?.throwIfAborted();
     const idx = prompts.map((p, k) => (p.length > 1 ? k : -1)).filter((k) => k >= 0);
     const out: Float32Array[] = prompts.map(() => new Float32Array(0));
     if (idx.length === 0) return out;
     const lps = await this.lm.scoreTargets(idx.map((k) => ({ contextIds: prompts[k]!.slice(0, 1), targetIds: prompts[k]!.slice(1) })), { sharePrefixes: false });
     idx.forEach((k, i) => { out[k] = lps[i]!; });
+    signal?.throwIfAborted();
     return out;
   }
 
   /** results[p][j]: sample j of prompt p, from stream p·n + j of the seed. */
-  private async sample(prompts: number[][], n: number, s: SamplingSettings): Promise<GenerationResult[][]> {
+  private async sample(prompts: number[][], n: number, s: SamplingSettings, signal: AbortSignal | undefined): Promise<GenerationResult[][]> {
     if (s.maxTokens === 0) return prompts.map((p) => Array.from({ length: n }, () => ({ tokenIds: [], logprobs: new Float32Array(0), finishReason: 'length' as const, promptLength: p.length })));
     const flat = await this.lm.generate(
       prompts.flatMap((p) => Array.from({ length: n }, () => ({ ids: p }))),
@@ -65,21 +68,22 @@ export class CompletionsHandlers {
         stop: s.stop,
         stopTokenIds: [...this.model.stopTokenIds, ...s.stopTokenIds],
         decode: false,
+        signal,
       },
     );
     return prompts.map((_, p) => flat.slice(p * n, (p + 1) * n));
   }
 
   /** POST /v1/completions: one choice per prompt and sample, index = prompt × n + sample. */
-  async complete(r: CompletionRequest): Promise<unknown> {
+  async complete(r: CompletionRequest, signal?: AbortSignal): Promise<unknown> {
     if (r.model !== null && r.model !== this.modelName) throw bad('model', `this server serves "${this.modelName}", not ${JSON.stringify(r.model)}`);
     let plp: VllmPromptLogprobs[] | undefined;
     if (r.promptLogprobs !== null) {
-      const lps = await this.promptLogprobs(r.prompts);
+      const lps = await this.promptLogprobs(r.prompts, signal);
       // vLLM's Logprob { logprob, rank, decoded_token }; the scorer gives no rank, so 1 stands for it.
       plp = r.prompts.map((p, k) => [null, ...p.slice(1).map((id, i) => ({ [String(id)]: { logprob: lps[k]![i]!, rank: 1, decoded_token: this.piece(id) } }))]);
     }
-    const results = await this.sample(r.prompts, r.n, { ...r, stopTokenIds: [] });
+    const results = await this.sample(r.prompts, r.n, { ...r, stopTokenIds: [] }, signal);
     const choices: unknown[] = [];
     let generated = 0;
     results.forEach((rs, p) => rs.forEach((g, j) => {
@@ -126,9 +130,9 @@ export class CompletionsHandlers {
   }
 
   /** POST /generate: one answer per prompt and sample; a single prompt with n = 1 answers a bare object. */
-  async generate(r: GenerateRequest): Promise<unknown> {
-    const lps = r.returnLogprob ? await this.promptLogprobs(r.prompts) : null;
-    const results = await this.sample(r.prompts, r.n, r);
+  async generate(r: GenerateRequest, signal?: AbortSignal): Promise<unknown> {
+    const lps = r.returnLogprob ? await this.promptLogprobs(r.prompts, signal) : null;
+    const results = await this.sample(r.prompts, r.n, r, signal);
     const out: unknown[] = [];
     results.forEach((rs, p) => rs.forEach((g) => out.push(this.sglangAnswer(r, p, g, lps?.[p] ?? null))));
     return r.batch || r.n > 1 ? out : out[0];

@@ -32,6 +32,9 @@
  * the earlier ones. Sequence j of a request samples from stream j of its seed (vLLM `seed`,
  * SGLang `sampling_seed`; random when absent), as `LocalModel` samples request j of a call.
  * Requests beyond `maxConcurrency` wait in a queue of at most `maxQueue`; past that they get 429.
+ * A request whose client disconnects before its answer leaves the queue, or, if it runs, stops
+ * sampling at the next decode step (a scoring pass in progress finishes first): abandoned work
+ * (client timeouts, retries elsewhere) does not delay the requests behind it.
  */
 import * as http from 'node:http';
 import type { LocalModel } from '../engines/local/local-model';
@@ -80,21 +83,26 @@ export function createCompletionsServer(model: LocalModel, options: CompletionsS
   const maxBody = options.maxBodyBytes ?? D.maxBodyBytes;
   const limits: Limits = { vocabSize: config.vocabSize, maxN: options.maxN ?? D.maxN, maxTokens: options.maxTokens ?? config.maxPositions, maxPositions: config.maxPositions };
   const limiter = new Limiter(Math.max(1, options.maxConcurrency ?? D.maxConcurrency), Math.max(0, options.maxQueue ?? D.maxQueue));
-  /** A parsed request, run in its turn of the queue. */
-  const handle = (path: string, text: string): Promise<unknown> => {
+  /** A parsed request, run in its turn of the queue; `signal` aborts when its client goes away. */
+  const handle = (path: string, text: string, signal: AbortSignal): Promise<unknown> => {
     if (path === '/generate') {
       const r = parseGenerateRequest(text, limits);
-      return limiter.run(() => handlers.generate(r));
+      return limiter.run((s) => handlers.generate(r, s), signal);
     }
     const r = parseCompletionRequest(text, limits);
-    return limiter.run(() => handlers.complete(r));
+    return limiter.run((s) => handlers.complete(r, s), signal);
   };
   return http.createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0] ?? '/';
     if (!API_PATHS.has(path)) return serveInfo(req, res, path, handlers.modelName, config.maxPositions);
     if (req.method !== 'POST') return sendError(res, 405, `method ${req.method} not allowed; use POST ${path}`);
+    // 'close' before the answer was written: the client went away (disconnect, timeout).
+    const gone = new AbortController();
+    res.on('close', () => {
+      if (!res.writableEnded) gone.abort();
+    });
     readBody(req, maxBody)
-      .then((text) => handle(path, text))
+      .then((text) => handle(path, text, gone.signal))
       .then((payload) => sendJson(res, 200, payload))
       .catch((e: unknown) => {
         if (res.headersSent || res.destroyed) return;

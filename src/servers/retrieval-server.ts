@@ -9,6 +9,11 @@
  * return_scores defaults to false, as in Search-R1's and ASearcher's `retrieval_server.py`
  * (`QueryRequest.return_scores: bool = False`): each hit is then the bare document. `url` is
  * there when the corpus line has one.
+ *
+ * Queries are bounded (`maxQueryChars` per query, 400; `maxTotalChars` per request, 413): BM25's
+ * work grows with the query's terms (a 100 KB query ran the heap out of memory). The embedded
+ * retriever answers a request's queries in slices with event-loop turns between them, so one slow
+ * request does not stall the others.
  */
 import * as http from 'node:http';
 import { listenOn, parseJsonObject, readBody, RequestError, sendJson } from './http';
@@ -21,6 +26,8 @@ export const RETRIEVAL_SERVER_DEFAULTS = {
   maxQueries: 4096,
   maxTopk: 100,
   defaultTopk: DEFAULT_TOPK,
+  maxQueryChars: 4096,
+  maxTotalChars: 1 << 20,
 } as const;
 
 export interface RetrievalServerOptions {
@@ -31,6 +38,13 @@ export interface RetrievalServerOptions {
   maxTopk?: number;
   /** topk when the request has none (default 3, the rollout default). */
   defaultTopk?: number;
+  /**
+   * Longest query, in characters (JavaScript string length; default 4096, far above what one
+   * round of a rollout can generate) and most characters of all queries of a request (default
+   * 1,048,576); longer ones get 400 and 413 naming the limit.
+   */
+  maxQueryChars?: number;
+  maxTotalChars?: number;
 }
 
 /** Checks a /retrieve body; every message names the field at fault. */
@@ -42,9 +56,13 @@ export function parseRetrieveRequest(
   const queries = b['queries'];
   if (!Array.isArray(queries)) throw new RequestError(400, 'field "queries": expected an array of strings');
   if (queries.length > o.maxQueries) throw new RequestError(400, `field "queries": at most ${o.maxQueries} queries per request, received ${queries.length}`);
+  let total = 0;
   queries.forEach((q, i) => {
     if (typeof q !== 'string') throw new RequestError(400, `field "queries[${i}]": expected a string`);
+    if (q.length > o.maxQueryChars) throw new RequestError(400, `field "queries[${i}]": ${q.length} characters; at most ${o.maxQueryChars} per query`);
+    total += q.length;
   });
+  if (total > o.maxTotalChars) throw new RequestError(413, `field "queries": ${total} characters in all; at most ${o.maxTotalChars} per request`);
   const topk = b['topk'] ?? o.defaultTopk;
   if (typeof topk !== 'number' || !Number.isInteger(topk) || topk < 1 || topk > o.maxTopk) {
     throw new RequestError(400, `field "topk": expected an integer in [1, ${o.maxTopk}], received ${JSON.stringify(topk)}`);
@@ -55,11 +73,14 @@ export function parseRetrieveRequest(
 }
 
 export function createRetrievalServer(retriever: Retriever, options: RetrievalServerOptions = {}): http.Server {
+  const D = RETRIEVAL_SERVER_DEFAULTS;
   const o: Required<RetrievalServerOptions> = {
-    maxBodyBytes: options.maxBodyBytes ?? RETRIEVAL_SERVER_DEFAULTS.maxBodyBytes,
-    maxQueries: options.maxQueries ?? RETRIEVAL_SERVER_DEFAULTS.maxQueries,
-    maxTopk: options.maxTopk ?? RETRIEVAL_SERVER_DEFAULTS.maxTopk,
-    defaultTopk: options.defaultTopk ?? RETRIEVAL_SERVER_DEFAULTS.defaultTopk,
+    maxBodyBytes: options.maxBodyBytes ?? D.maxBodyBytes,
+    maxQueries: options.maxQueries ?? D.maxQueries,
+    maxTopk: options.maxTopk ?? D.maxTopk,
+    defaultTopk: options.defaultTopk ?? D.defaultTopk,
+    maxQueryChars: options.maxQueryChars ?? D.maxQueryChars,
+    maxTotalChars: options.maxTotalChars ?? D.maxTotalChars,
   };
   return http.createServer((req, res) => {
     const send = (status: number, payload: unknown) => sendJson(res, status, payload);

@@ -23,6 +23,7 @@ export interface ResolvedGenerate {
   decode: boolean;
   processor: GenerateOptions['logitsProcessor'];
   onResult: GenerateOptions['onResult'];
+  signal: AbortSignal | undefined;
 }
 
 /** One prompt's sequence while it is generated. */
@@ -74,6 +75,11 @@ function stopMatcher(model: ForwardModel, options: GenerateOptions): StopMatcher
   return new StopMatcher(model.tokenizer, stops, eosIds, stopIds);
 }
 
+function optSignal(s: AbortSignal | undefined): AbortSignal | undefined {
+  if (s !== undefined && (s === null || typeof s !== 'object' || typeof s.throwIfAborted !== 'function')) throw invalidArgument('an AbortSignal', 'options.signal', s);
+  return s;
+}
+
 function optFunction<F>(f: F, name: string): F {
   if (f !== undefined && typeof f !== 'function') throw invalidArgument('a function', name, f);
   return f;
@@ -103,6 +109,7 @@ export function resolveGenerateOptions(model: ForwardModel, options: GenerateOpt
     decode: (options.decode ?? true) && model.tokenizer !== undefined,
     processor: optFunction(options.logitsProcessor, 'options.logitsProcessor'),
     onResult: optFunction(options.onResult, 'options.onResult'),
+    signal: optSignal(options.signal),
   };
 }
 

@@ -24,6 +24,8 @@ export interface WaveContext {
   stats: GenerationStats;
   finish: (s: Seq, reason: FinishReason, stop?: string) => void;
   processor: GenerateOptions['logitsProcessor'];
+  /** A caller that went away (e.g. `mempo serve`'s client): checked before every forward pass. */
+  signal: AbortSignal | undefined;
 }
 
 /** The cache and logits after the prefill, and which prefilled row each sequence reads. */
@@ -69,6 +71,7 @@ async function prefill(ctx: WaveContext, wave: readonly Seq[]): Promise<Prefille
   let logits: Float32Array = new Float32Array(0);
   let lastCols = 0;
   for (let c0 = 0; c0 < P; c0 += chunk) {
+    ctx.signal?.throwIfAborted();
     const c1 = Math.min(P, c0 + chunk);
     const n = c1 - c0;
     const inputIds = new BigInt64Array(bu * n);
@@ -172,6 +175,7 @@ export async function runWave(ctx: WaveContext, wave: Seq[]): Promise<void> {
       live = next;
       ctx.stats.compactions++;
     }
+    ctx.signal?.throwIfAborted();
     const out = await decodeStep(ctx.model, live, cache);
     cache = out.present!;
     view.logits = out.logits;

@@ -50,6 +50,7 @@ export async function generate(model: ForwardModel, prompts: readonly PromptInpu
     stats,
     finish,
     processor: opts.processor,
+    signal: opts.signal,
   };
   for (const wave of waves(model, pending, opts.maxBatch)) {
     stats.waves++;

@@ -86,6 +86,8 @@ export interface GenerateOptions {
    * scoring while the other sequences keep generating.
    */
   onResult?: (promptIndex: number, result: GenerationResult) => void;
+  /** Checked before each forward pass (prefill chunk, decode step): once aborted, the call rejects with the signal's reason. */
+  signal?: AbortSignal;
 }
 
 export type FinishReason = 'stop' | 'eos' | 'length' | 'context';
