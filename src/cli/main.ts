@@ -110,10 +110,11 @@ export function buildProgram(io: RunIO, onDone: (code: number) => void): Command
     .option('--host <host>', 'address to bind (loopback by default)', '127.0.0.1')
     .option('--port <n>', 'port (0: any free port)', int(0), 8000)
     .option('--max-body <bytes>', 'largest request body accepted', int(1), RETRIEVAL_SERVER_DEFAULTS.maxBodyBytes)
+    .option('--max-query-chars <n>', 'longest query accepted (400 past it; BM25 time grows with query length)', int(1), RETRIEVAL_SERVER_DEFAULTS.maxQueryChars)
     .exitOverride()
     .action(async (opts: Record<string, unknown>) => {
       const retriever = openCorpus(opts['corpus'] as string);
-      const server = createRetrievalServer(retriever, { maxBodyBytes: opts['maxBody'] as number });
+      const server = createRetrievalServer(retriever, { maxBodyBytes: opts['maxBody'] as number, maxQueryChars: opts['maxQueryChars'] as number });
       const url = await listen(server, opts['port'] as number, opts['host'] as string);
       io.stderr.write(`mempo serve-retriever: ${retriever.size} documents from ${opts['corpus'] as string}, listening on ${url}\n`);
       await closeOnSignal(server);

@@ -9,8 +9,6 @@ import type { LocalModel } from '../engines/local/local-model';
 import type { GenerationResult } from '../engines/local/generate';
 import { bad, type CompletionRequest, type GenerateRequest } from './completions-requests';
 
-/** The stop ids LocalModel samples with (the protocol's stop tokens and `<|im_end|>`; eos stops as eos). */
-
 interface SamplingSettings {
   temperature: number;
   topP: number;
