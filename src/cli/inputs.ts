@@ -32,29 +32,15 @@ export function boundThreads(requested: number | null | undefined, warn: Warn, f
 }
 
 /** Integer ids of a config `eos_token_id` (a number or a list). */
-function ids(v: unknown): number[] {
-  const list = Array.isArray(v) ? v : [v];
-  return list.filter((x): x is number => typeof x === 'number' && Number.isInteger(x));
-}
-
 /**
- * The model directory's config.json (and generation_config.json): an eos or pad id outside the
- * vocabulary is an error naming the file (generation would never stop on it, or padding would
- * index past the embeddings). A config that does not parse is left to the loader's own error.
+ * The model directory's config.json (and generation_config.json), read before anything loads:
+ * an eos or pad id outside the vocabulary is an error naming the file (readModelConfig checks it).
+ * A directory without config.json (tokenizer-only, for --server) is left to the engine.
  */
 export function checkModelConfig(dir: string): void {
   const configPath = join(dir, 'config.json');
   if (!existsSync(configPath)) return;
-  const cfg = readModelConfig({ dir, configPath, modelPath: '' });
-  const V = cfg.vocabSize;
-  const genPath = join(dir, 'generation_config.json');
-  const gen = existsSync(genPath) ? (JSON.parse(readFileSync(genPath, 'utf8')) as Record<string, unknown>) : {};
-  for (const [file, raw] of [[configPath, cfg.raw], [genPath, gen]] as const) {
-    for (const key of ['eos_token_id', 'pad_token_id']) {
-      const bad = ids(raw[key]).find((id) => id < 0 || id >= V);
-      if (bad !== undefined) throw new MempoError('ERR_MODEL_CONFIG', `${file}: ${key} ${bad} is outside the vocabulary (vocab_size ${V} in ${configPath})`);
-    }
-  }
+  readModelConfig({ dir, configPath, modelPath: '' });
 }
 
 /**

@@ -94,12 +94,16 @@ export function readModelConfig(files: ModelFiles): ModelConfig {
   }
   const vocabSize = positiveInt(raw, ['vocab_size'], path);
   const maxPositions = positiveInt(raw, ['max_position_embeddings', 'n_positions', 'max_sequence_length', 'seq_length'], path);
-  const eos = new Set(idList(raw['eos_token_id']));
   const genPath = join(files.dir, 'generation_config.json');
-  if (existsSync(genPath)) for (const id of idList(readJson(genPath, 'generation config')['eos_token_id'])) eos.add(id);
-  for (const id of eos) {
-    if (id >= vocabSize) throw new MempoError('ERR_MODEL_CONFIG', `${path}: eos_token_id ${id} is outside the vocabulary (vocab_size ${vocabSize})`);
+  const gen = existsSync(genPath) ? readJson(genPath, 'generation config') : {};
+  // An eos or pad id outside the vocabulary: generation would never stop on it, or padding would index past the embeddings.
+  for (const [file, r] of [[path, raw], [genPath, gen]] as const) {
+    for (const key of ['eos_token_id', 'pad_token_id']) {
+      const bad = idList(r[key]).find((id) => id < 0 || id >= vocabSize);
+      if (bad !== undefined) throw new MempoError('ERR_MODEL_CONFIG', `${file}: ${key} ${bad} is outside the vocabulary (vocab_size ${vocabSize} in ${path})`);
+    }
   }
+  const eos = new Set([...idList(raw['eos_token_id']), ...idList(gen['eos_token_id'])]);
   const pad = raw['pad_token_id'];
   return {
     numLayers,

@@ -43,7 +43,7 @@ describe('model directories the runtime cannot use', () => {
 
   it('names an eos_token_id outside the vocabulary (config.json)', async () => {
     const d = copy({ editConfig: (c) => (c['eos_token_id'] = 99999) });
-    await expect(CausalLM.load(d)).rejects.toThrow(`${join(d, 'config.json')}: eos_token_id 99999 is outside the vocabulary (vocab_size ${VOCAB})`);
+    await expect(CausalLM.load(d)).rejects.toThrow(`${join(d, 'config.json')}: eos_token_id 99999 is outside the vocabulary (vocab_size ${VOCAB} in ${join(d, 'config.json')})`);
   });
 
   it('names a missing config.json', async () => {
