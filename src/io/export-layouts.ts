@@ -51,7 +51,7 @@ export interface VerlExport {
 /**
  * The tensors of verl's agent loop output and actor update (`DataParallelPPOActor.update_policy`):
  * int64 `prompts` B × P (left-padded), `responses` / `response_mask` B × T (right-padded;
- * response_mask 1 on generated tokens only), `input_ids` / `attention_mask` / `position_ids`
+ * response_mask, also as `loss_mask`, 1 on generated tokens only), `input_ids` / `attention_mask` / `position_ids`
  * B × (P + T); float32 `old_log_probs` and `rollout_log_probs` (the sampler's, when every
  * trajectory has them), `advantages` (mempo's final per-token advantages, §5), the outcome and
  * memory parts, `token_level_scores` (the score on the last response token, as verl's reward
@@ -75,6 +75,8 @@ export function verlExport(records: readonly BatchRecord[], padTokenId: number):
     ['prompts', int64([B, P], tb.promptIds)],
     ['responses', int64([B, T], tb.responseIds)],
     ['response_mask', int64([B, T], tb.responseMask)],
+    // Older verl multi-turn actors (meta_info multi_turn) read the same mask as `loss_mask`.
+    ['loss_mask', int64([B, T], tb.responseMask)],
     ...logprobs,
     ['advantages', float32([B, T], tb.advantages)],
     ['outcome_advantages', float32([B, T], tb.outcomeAdvantages)],

@@ -92,6 +92,13 @@ describe('mempo export', () => {
     expect(r.err).toContain('trl advantages row 1');
   });
 
+  test('--help lists the command and the rollout flag', async () => {
+    const h = await runCli(['--help']);
+    expect(h.out).toContain('mempo export [options]');
+    expect(h.out).toContain('--export <formats>');
+    expect(h.out).toContain('--pad-token-id <n>');
+  });
+
   test('usage and input errors', async () => {
     expect((await runCli(['export', '--from', run, '--format', 'onnx'])).code).toBe(2);
     expect((await runCli(['export', '--format', 'verl'])).code).toBe(2);

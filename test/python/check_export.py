@@ -143,6 +143,7 @@ def check_verl(path, e):
     same("verl prompts", t.get("prompts"), prompts, "<i8", (e.B, e.P))
     same("verl responses", t.get("responses"), responses, "<i8", (e.B, e.T))
     same("verl response_mask", t.get("response_mask"), e.per_token("responseMask", 0, np.int64), "<i8", (e.B, e.T))
+    same("verl loss_mask", t.get("loss_mask"), e.per_token("responseMask", 0, np.int64), "<i8", (e.B, e.T))
     for name, key in [("advantages", "advantages"), ("outcome_advantages", "outcomeAdvantage"), ("memory_advantages", "memoryAdvantage")]:
         same(f"verl {name}", t.get(name), e.per_token(key), "<f4", (e.B, e.T))
     if e.has_logprobs():
