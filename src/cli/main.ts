@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 /**
  * The `mempo` command: `mempo rollout --out DIR` runs the MemPO pipeline (docs/algorithm.md §1-§8) and writes
- * batch.jsonl, summary.json and report.html; `mempo eval` measures a context policy.
+ * batch.jsonl, summary.json and report.html; `mempo eval` measures a context policy; `mempo export`
+ * writes a finished batch for another trainer (docs/export.md).
  */
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { MempoError } from '../errors';
@@ -14,6 +15,8 @@ import { createRetrievalServer, listen, RETRIEVAL_SERVER_DEFAULTS } from '../ser
 import { LocalModel } from '../engines/local/local-model';
 import { COMPLETIONS_SERVER_DEFAULTS, createCompletionsServer, listen as listenCompletions } from '../servers/completions-server';
 import { basename } from 'node:path';
+import { exportCommand, exportFormatList } from './export';
+import type { ExportFormat } from '../io/export';
 import type { Server } from 'node:http';
 
 /** Resolves once SIGINT or SIGTERM has closed the server and its open connections. */
@@ -52,6 +55,7 @@ function settingsFrom(kind: 'rollout' | 'eval', o: Record<string, unknown>): Run
     reportQuestions: (o['reportQuestions'] as number | undefined) ?? DEFAULTS.reportQuestions,
     threads: (o['threads'] as number | undefined) ?? null,
     server: serverSettingsFromFlags(o),
+    export: (o['export'] as ExportFormat[] | undefined) ?? [],
     options: pipelineOptionsFromFlags(o, kind === 'rollout'),
   };
 }
@@ -98,7 +102,8 @@ export function buildProgram(io: RunIO, onDone: (code: number) => void): Command
       });
   const rollout = common(new Command('rollout'), 'rollout')
     .description('Sample groups of multi-turn search trajectories, score them (outcome + memory rewards) and write a training batch: DIR/batch.jsonl, DIR/summary.json, DIR/report.html.')
-    .requiredOption('--out <dir>', 'output directory');
+    .requiredOption('--out <dir>', 'output directory')
+    .option('--export <formats>', 'also write the batch for another trainer (docs/export.md): verl (DIR/batch.verl.safetensors), trl (DIR/batch.trl.json), tensors (DIR/batch.tensors.npz); repeat the flag or comma-separate', exportFormatList);
   runOutputs(rollout, 'rollout');
   const evalCmd = common(new Command('eval'), 'eval')
     .description('Evaluate a context policy: greedy (temperature 0) or sampled rollouts on a question split; prints exact match by hops and by objectives, format-valid round rate, mixed groups, context tokens per question.')
@@ -145,11 +150,12 @@ export function buildProgram(io: RunIO, onDone: (code: number) => void): Command
       await model.dispose();
       onDone(0);
     });
-  for (const sub of [rollout, evalCmd, serveRetriever, serve]) {
+  const exportCmd = exportCommand(io, onDone);
+  for (const sub of [rollout, evalCmd, exportCmd, serveRetriever, serve]) {
     sub.configureOutput({ writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) });
     program.addCommand(sub);
   }
-  program.addHelpText('after', () => `\nEvery option of every command:\n\n${rollout.helpInformation()}\n${evalCmd.helpInformation()}\n${serveRetriever.helpInformation()}\n${serve.helpInformation()}`);
+  program.addHelpText('after', () => `\nEvery option of every command:\n\n${rollout.helpInformation()}\n${evalCmd.helpInformation()}\n${exportCmd.helpInformation()}\n${serveRetriever.helpInformation()}\n${serve.helpInformation()}`);
   return program;
 }
 

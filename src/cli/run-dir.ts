@@ -8,6 +8,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { MempoError } from '../errors';
 import { clearRunDir, loadForResume, writeFileAtomic } from '../io/run-dir';
+import { EXPORT_FILES } from '../io/export';
 import type { BatchRecord, Question } from '../contracts';
 import type { RunIO, RunSettings } from './run';
 
@@ -58,6 +59,12 @@ export function prepareRunDir(s: RunSettings, out: string, io: RunIO, questions:
     }
   }
   const removed = clearRunDir(out, s.resume);
+  // Exports (docs/export.md) describe a finished batch.jsonl: stale once this run starts writing it.
+  for (const f of Object.values(EXPORT_FILES)) {
+    if (!existsSync(join(out, f))) continue;
+    rmSync(join(out, f), { force: true });
+    removed.push(f);
+  }
   if (removed.length > 0) log(io, s.quiet, `mempo ${s.kind}: removed ${removed.join(', ')} of an earlier run from ${out}`);
   if (s.resume) {
     const ex = loadForResume(batchPath, s.options.rollout.groupSize, { questions });

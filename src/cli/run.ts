@@ -25,6 +25,8 @@ import { EMBEDDED } from './paths';
 import { progressBars } from './progress';
 import { prepareRunDir } from './run-dir';
 import { boundThreads, checkManifest, checkModelConfig, describeRetriever, dropOverlong, openCorpus } from './inputs';
+import { writeExports, type ExportFormat } from '../io/export';
+import { padTokenIdOf } from './export';
 
 export interface RunIO {
   stdout: NodeJS.WritableStream;
@@ -51,6 +53,8 @@ export interface RunSettings {
   threads: number | null;
   /** Inference servers for generation and scoring (--server); null = the local model. */
   server?: ServerSettings | null;
+  /** `--export`: also write the batch in these layouts for other trainers (docs/export.md). */
+  export?: ExportFormat[];
   options: PipelineOptions;
 }
 
@@ -108,6 +112,10 @@ export async function executeRun(s: RunSettings, io: RunIO): Promise<RunOutcome>
   const ev = s.kind === 'eval' ? evalReport(all) : null;
   const outcome: RunOutcome = { summary, eval: ev, records: all, wallMs, server: serverStats };
   if (out !== null) writeOutputs(s, out, outcome, engine, retriever);
+  if (out !== null && (s.export ?? []).length > 0) {
+    const files = writeExports(out, all, s.export!, await padTokenIdOf(s.model, engine.engine.codec));
+    log(io, s.quiet, `mempo ${s.kind}: exported ${files.join(', ')}`);
+  }
   printOutcome(s, io, outcome, out);
   checkFailures(io, outcome, result.records);
   return outcome;

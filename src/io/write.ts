@@ -58,9 +58,9 @@ export function tempPathOf(file: string, pid = process.pid): string {
  * the old file or the whole new one. On a failed write the temp file is removed and `file` is
  * left as it was.
  */
-export function writeFileAtomic(file: string, data: string, options: WriteOptions = {}): void {
+export function writeFileAtomic(file: string, data: string | Uint8Array, options: WriteOptions = {}): void {
   const tmp = tempPathOf(file);
-  const bytes = Buffer.from(data, 'utf8');
+  const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
   const fd = openSync(tmp, 'w');
   try {
     writeAll(fd, bytes, file, options.write);
