@@ -31,6 +31,8 @@ struct PpoLossResult {
 //   within a row. out_zeroed: out arrives as zeros (else the CPU clears it; CUDA writes it all).
 // ppo_policy_loss (ppo_loss): verl's clipped PPO surrogate with dual clip, aggregated by
 //   agg_mode, plus kl_coef * KL(kl_type) when ref_logp is given; d(loss)/d(logp) into grad (§6).
+//   global_norm > 0: the mini-batch's count to divide by (mask tokens for token-mean, sequences
+//   with a mask token for the seq-mean modes) instead of this call's; 0: this call's own.
 #define MEMPO_DECLARE_OPS                                                                                          \
   void gather_log_probs(const float* logits, const int32_t* targets, int64_t rows, int64_t vocab, float* out);   \
   void answer_probability(const float* logp, const uint8_t* mask, int64_t rows, int64_t cols, double threshold,  \
@@ -43,7 +45,7 @@ struct PpoLossResult {
   PpoLossResult ppo_policy_loss(const float* logp, const float* old_logp, const float* adv, const uint8_t* mask,  \
                                 int64_t rows, int64_t cols, double clip_low, double clip_high, double clip_c,     \
                                 AggMode agg_mode, const float* ref_logp, double kl_coef, KlType kl_type,          \
-                                float* grad);
+                                double global_norm, float* grad);
 
 namespace mempo {
 namespace cpu {

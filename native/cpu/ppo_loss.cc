@@ -147,8 +147,10 @@ MEMPO_AVX2_TARGET int64_t row_avx2(const float* logp, const float* old_logp, con
 
 PpoLossResult ppo_policy_loss(const float* logp, const float* old_logp, const float* adv, const uint8_t* mask,
                               int64_t rows, int64_t cols, double clip_low, double clip_high, double clip_c,
-                              AggMode agg_mode, const float* ref_logp, double kl_coef, KlType kl_type, float* grad) {
-  // Aggregation weights: loss = sum over mask tokens of row_weight[r] * loss_t.
+                              AggMode agg_mode, const float* ref_logp, double kl_coef, KlType kl_type,
+                              double global_norm, float* grad) {
+  // Aggregation weights: loss = sum over mask tokens of row_weight[r] * loss_t. A global_norm
+  // replaces this call's token or sequence count (docs/algorithm.md §6, across micro-batches).
   std::vector<int64_t> per_row(rows, 0);
   parallel_for(rows, std::max<int64_t>(1, (int64_t{1} << 18) / cols), [&](int64_t r0, int64_t r1, int) {
     for (int64_t r = r0; r < r1; ++r) {
@@ -163,12 +165,11 @@ PpoLossResult ppo_policy_loss(const float* logp, const float* old_logp, const fl
     tokens += per_row[r];
     live_rows += per_row[r] > 0;
   }
+  const double norm = global_norm > 0.0 ? global_norm : double(agg_mode == kAggTokenMean ? tokens : live_rows);
   std::vector<double> row_weight(rows, 0.0);
   for (int64_t r = 0; r < rows; ++r) {
     if (per_row[r] == 0) continue;
-    row_weight[r] = agg_mode == kAggTokenMean ? 1.0 / double(tokens)
-                    : agg_mode == kAggSeqMeanTokenSum ? 1.0 / double(live_rows)
-                                                      : 1.0 / (double(live_rows) * double(per_row[r]));
+    row_weight[r] = agg_mode == kAggSeqMeanTokenMean ? 1.0 / (norm * double(per_row[r])) : 1.0 / norm;
   }
 
   const TokenParams tp{1.0 - clip_low, 1.0 + clip_high, clip_c, kl_coef, kl_type};

@@ -16,7 +16,8 @@ using namespace kern;
 
 PpoLossResult ppo_policy_loss(const float* logp, const float* old_logp, const float* adv, const uint8_t* mask,
                               int64_t rows, int64_t cols, double clip_low, double clip_high, double clip_c,
-                              AggMode agg_mode, const float* ref_logp, double kl_coef, KlType kl_type, float* grad) {
+                              AggMode agg_mode, const float* ref_logp, double kl_coef, KlType kl_type,
+                              double global_norm, float* grad) {
   PpoLossResult res{0.0, 0.0, 0.0, 0.0};
   if (rows == 0) return res;
   Session s;
@@ -56,7 +57,7 @@ PpoLossResult ppo_policy_loss(const float* logp, const float* old_logp, const fl
 
   int64_t tokens = 0;
   std::vector<double> row_weight(static_cast<size_t>(rows), 0.0);
-  row_weights(per_row.data(), rows, agg_mode, row_weight.data(), &tokens);
+  row_weights(per_row.data(), rows, agg_mode, global_norm, row_weight.data(), &tokens);
   check(cudaMemcpyAsync(d_weight, row_weight.data(), sizeof(double) * size_t(rows), cudaMemcpyHostToDevice, up),
         "cudaMemcpyAsync (row weights)");
   check(cudaStreamSynchronize(up), "cudaStreamSynchronize");

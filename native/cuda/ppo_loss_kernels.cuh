@@ -102,20 +102,20 @@ __global__ void __launch_bounds__(kPpoThreads) ppo_kernel(const float* __restric
 }
 
 // Aggregation weights exactly as on the CPU (native/cpu/ppo_loss.cc): loss = sum over mask
-// tokens of row_weight[r] * loss_t. Host code. Returns the masked token count in *tokens.
-inline void row_weights(const long long* per_row, int64_t rows, AggMode agg_mode, double* row_weight,
-                        int64_t* tokens) {
+// tokens of row_weight[r] * loss_t; global_norm > 0 replaces this call's token or sequence
+// count (docs/algorithm.md §6). Host code. Returns the masked token count in *tokens.
+inline void row_weights(const long long* per_row, int64_t rows, AggMode agg_mode, double global_norm,
+                        double* row_weight, int64_t* tokens) {
   int64_t tok = 0, live_rows = 0;
   for (int64_t r = 0; r < rows; ++r) {
     tok += per_row[r];
     live_rows += per_row[r] > 0;
   }
+  const double norm = global_norm > 0.0 ? global_norm : double(agg_mode == kAggTokenMean ? tok : live_rows);
   for (int64_t r = 0; r < rows; ++r) {
     row_weight[r] = 0.0;
     if (per_row[r] == 0) continue;
-    row_weight[r] = agg_mode == kAggTokenMean ? 1.0 / double(tok)
-                    : agg_mode == kAggSeqMeanTokenSum ? 1.0 / double(live_rows)
-                                                      : 1.0 / (double(live_rows) * double(per_row[r]));
+    row_weight[r] = agg_mode == kAggSeqMeanTokenMean ? 1.0 / (norm * double(per_row[r])) : 1.0 / norm;
   }
   *tokens = tok;
 }

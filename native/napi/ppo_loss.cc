@@ -1,6 +1,7 @@
 // ppoPolicyLoss(logp, oldLogp, advantages, mask, rows, cols, clipLow, clipHigh, clipC, aggMode,
-// refLogp | null, klCoef, klType) -> { loss, grad, clipFrac, approxKl, kl }. aggMode and klType
-// are the codes of native/enums.h.
+// refLogp | null, klCoef, klType[, globalNorm]) -> { loss, grad, clipFrac, approxKl, kl }. aggMode
+// and klType are the codes of native/enums.h; globalNorm (absent or 0: this call's own count) is
+// the mini-batch's token or sequence count the loss divides by (docs/algorithm.md §6).
 #include <string>
 
 #include "../enums.h"
@@ -31,10 +32,15 @@ Napi::Value PpoPolicyLoss(const Napi::CallbackInfo& info) {
     const double kl_coef = number_arg(info, 11, "klCoef");
     const int kl = code_arg(info, 12, "klType", kKlTypeCount, "0, 1, 2 or 3");
     const KlType kl_type = ref.IsEmpty() ? kKlNone : static_cast<KlType>(kl);
+    const double global_norm = info.Length() > 13 && !info[13].IsUndefined() ? number_arg(info, 13, "globalNorm") : 0.0;
+    if (!(global_norm >= 0.0 && global_norm < 9007199254740992.0)) {
+      range_error(env, "a finite number >= 0", "globalNorm", std::to_string(global_norm));
+    }
     auto grad = mempo::new_float32(env, size_t(n), false);
     const PpoLossResult r = MEMPO_DISPATCH(ppo_policy_loss, logp.Data(), old_logp.Data(), adv.Data(), mask.Data(),
                                            rows, cols, clip_low, clip_high, clip_c, static_cast<AggMode>(agg),
-                                           ref.IsEmpty() ? nullptr : ref.Data(), kl_coef, kl_type, grad.Data());
+                                           ref.IsEmpty() ? nullptr : ref.Data(), kl_coef, kl_type, global_norm,
+                                           grad.Data());
     Napi::Object res = Napi::Object::New(env);
     res.Set("loss", r.loss);
     res.Set("grad", grad);

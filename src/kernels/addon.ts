@@ -53,6 +53,8 @@ export interface NativeAddon {
     refLogp: Float32Array | null,
     klCoef: number,
     klType: KlTypeCode,
+    /** The mini-batch's token or sequence count to divide by; absent or 0: this call's (§6). */
+    globalNorm?: number,
   ): { loss: number; grad: Float32Array; clipFrac: number; approxKl: number; kl: number };
   readBandwidth(buffer: Float32Array, repeats: number): number;
   info(): NativeInfo;

@@ -1,6 +1,6 @@
 import { AGG_MODE_CODES, KL_TYPE_CODES, type AggModeCode, type KlTypeCode } from './addon';
 import { nativeAddon } from './backend';
-import { checkOptions, checkSize, checkTyped, optEnum, optNumber, typeError } from '../validate';
+import { checkOptions, checkSize, checkTyped, optEnum, optNumber, rangeError, typeError } from '../validate';
 import { newResult } from './result';
 
 export const AGG_MODES = ['token-mean', 'seq-mean-token-sum', 'seq-mean-token-mean'] as const;
@@ -31,6 +31,13 @@ export interface PpoPolicyLossInput {
   klCoef?: number;
   /** 'k1', 'k2', 'k3' (= 'low_var_kl', the default). */
   klType?: KlType;
+  /**
+   * token-mean only: the mask tokens of the whole mini-batch this call is a micro-batch of; the
+   * loss and grad divide by it instead of this call's tokens (docs/algorithm.md §6).
+   */
+  globalTokens?: number;
+  /** seq-mean modes only: the mini-batch's sequences with at least one mask token (§6). */
+  globalSequences?: number;
 }
 
 export interface PpoPolicyLossResult {
@@ -38,21 +45,23 @@ export interface PpoPolicyLossResult {
   loss: number;
   /** d(loss)/d(logp), Float32Array[rows*cols]; 0 off the mask. */
   grad: Float32Array;
-  /** Fraction of mask tokens where the clipped term was taken. */
+  /** Fraction of this call's mask tokens where the clipped term was taken (never global). */
   clipFrac: number;
-  /** Token mean of oldLogp − logp over the mask (verl's ppo_kl). */
+  /** Token mean of oldLogp − logp over this call's mask (verl's ppo_kl; never global). */
   approxKl: number;
   /** Aggregated KL to the reference (present only with refLogp). */
   kl?: number;
 }
 
-const KNOWN = ['logp', 'oldLogp', 'advantages', 'mask', 'rows', 'cols', 'clipLow', 'clipHigh', 'clipC', 'aggMode', 'refLogp', 'klCoef', 'klType'];
+const KNOWN = ['logp', 'oldLogp', 'advantages', 'mask', 'rows', 'cols', 'clipLow', 'clipHigh', 'clipC', 'aggMode', 'refLogp', 'klCoef', 'klType', 'globalTokens', 'globalSequences'];
 
 /**
  * PPO clipped surrogate with verl's dual clip and loss aggregation modes (docs/algorithm.md §6):
  * loss_t = max(−A·ratio, −A·clip(ratio, 1−clipLow, 1+clipHigh)), and for A < 0 at most −A·clipC;
  * ratio = exp(clamp(logp − oldLogp, −20, 20)). Token mean over the mask, or mean over rows
  * with at least one mask token of the row's token sum / token mean. An all-zero mask gives 0.
+ * globalTokens / globalSequences replace this call's count, so micro-batch gradients sum to the
+ * mini-batch's (verl's agg_loss with global normalisers).
  */
 export function ppoPolicyLoss(input: PpoPolicyLossInput): PpoPolicyLossResult {
   if (typeof input !== 'object' || input === null) throw typeError('an object { logp, oldLogp, advantages, mask, rows, cols, … }', 'input', input);
@@ -74,18 +83,48 @@ export function ppoPolicyLoss(input: PpoPolicyLossInput): PpoPolicyLossResult {
   const klName = optEnum(o, 'klType', 'input', KL_TYPES, 'low_var_kl');
   const klType = ref === null ? KL_TYPE_CODES.none : KL_TYPE_CODES[klName];
   const agg = AGG_MODE_CODES[aggMode];
+  const norm = globalNorm(o, aggMode, mask, R, C);
 
   const addon = nativeAddon();
   const r = addon
-    ? addon.ppoPolicyLoss(logp, oldLogp, adv, mask, R, C, clipLow, clipHigh, clipC, agg, ref, klCoef, klType)
-    : ppoPolicyLossJs(logp, oldLogp, adv, mask, R, C, clipLow, clipHigh, clipC, agg, ref, klCoef, klType);
+    ? addon.ppoPolicyLoss(logp, oldLogp, adv, mask, R, C, clipLow, clipHigh, clipC, agg, ref, klCoef, klType, norm)
+    : ppoPolicyLossJs(logp, oldLogp, adv, mask, R, C, clipLow, clipHigh, clipC, agg, ref, klCoef, klType, norm);
   const result: PpoPolicyLossResult = { loss: r.loss, grad: r.grad, clipFrac: r.clipFrac, approxKl: r.approxKl };
   if (ref !== null) result.kl = r.kl;
   return result;
 }
 
-/** Per-token aggregation weights: loss = Σ w_t · loss_t over mask tokens. */
-function aggWeights(mask: Uint8Array, R: number, C: number, agg: AggModeCode): { rowWeight: Float64Array; tokens: number } {
+/**
+ * The validated global normaliser for aggMode (0: none given). The field of the other mode is a
+ * user bug, not ignored; a count below this call's own cannot hold a micro-batch (§6).
+ */
+function globalNorm(o: Record<string, unknown>, aggMode: AggMode, mask: Uint8Array, R: number, C: number): number {
+  const what = 'a positive integer';
+  const check = (v: number): boolean => Number.isSafeInteger(v) && v > 0;
+  const tokens = optNumber(o, 'globalTokens', 'input', 0, check, what);
+  const sequences = optNumber(o, 'globalSequences', 'input', 0, check, what);
+  const tokenMean = aggMode === 'token-mean';
+  if (tokenMean ? sequences > 0 : tokens > 0) {
+    const [given, wanted] = tokenMean ? ['globalSequences', 'globalTokens'] : ['globalTokens', 'globalSequences'];
+    throw new RangeError(`input.${given} does not apply to aggMode '${aggMode}'; it takes input.${wanted}`);
+  }
+  const norm = tokenMean ? tokens : sequences;
+  if (norm === 0) return 0;
+  let own = 0;
+  for (let r = 0; r < R; r++) {
+    let c = 0;
+    for (let i = r * C; i < (r + 1) * C; i++) if (mask[i] !== 0) c++;
+    own += tokenMean ? c : c > 0 ? 1 : 0;
+  }
+  if (norm < own) {
+    const key = tokenMean ? 'globalTokens' : 'globalSequences';
+    throw rangeError(`${what} >= this call's own count (${own})`, `input.${key}`, norm);
+  }
+  return norm;
+}
+
+/** Per-token aggregation weights: loss = Σ w_t · loss_t over mask tokens; norm > 0 replaces the count. */
+function aggWeights(mask: Uint8Array, R: number, C: number, agg: AggModeCode, norm: number): { rowWeight: Float64Array; tokens: number } {
   const rowWeight = new Float64Array(R);
   let tokens = 0;
   let liveRows = 0;
@@ -97,12 +136,11 @@ function aggWeights(mask: Uint8Array, R: number, C: number, agg: AggModeCode): {
     tokens += c;
     if (c > 0) liveRows++;
   }
+  const tokenMean = agg === AGG_MODE_CODES['token-mean'];
+  const n = norm > 0 ? norm : tokenMean ? tokens : liveRows;
   for (let r = 0; r < R; r++) {
     if (perRow[r] === 0) continue;
-    rowWeight[r] =
-      agg === AGG_MODE_CODES['token-mean'] ? 1 / tokens
-      : agg === AGG_MODE_CODES['seq-mean-token-sum'] ? 1 / liveRows
-      : 1 / (liveRows * perRow[r]!);
+    rowWeight[r] = agg === AGG_MODE_CODES['seq-mean-token-mean'] ? 1 / (n * perRow[r]!) : 1 / n;
   }
   return { rowWeight, tokens };
 }
@@ -132,8 +170,9 @@ function ppoPolicyLossJs(
   ref: Float32Array | null,
   klCoef: number,
   klType: KlTypeCode,
+  norm: number,
 ): { loss: number; grad: Float32Array; clipFrac: number; approxKl: number; kl: number } {
-  const { rowWeight, tokens } = aggWeights(mask, R, C, agg);
+  const { rowWeight, tokens } = aggWeights(mask, R, C, agg, norm);
   const grad = newResult(R * C);
   let pgLoss = 0;
   let klLoss = 0;

@@ -1,4 +1,4 @@
-import { ppoPolicyLoss, PpoPolicyLossInput } from '../../src';
+import { backend, ppoPolicyLoss, PpoPolicyLossInput, setBackend } from '../../src';
 import { expectClose, rng } from '../helpers';
 
 /** Straight transcription of verl's compute_policy_loss + agg_loss + kl_penalty, per token. */
@@ -36,7 +36,8 @@ function reference(inp: PpoPolicyLossInput): { loss: number; clipFrac: number; a
     if (mode === 'token-mean') {
       let s = 0;
       for (let i = 0; i < v.length; i++) if (mask[i]) s += v[i]!;
-      return tokens ? s / tokens : 0;
+      const n = inp.globalTokens ?? tokens;
+      return n ? s / n : 0;
     }
     let total = 0, live = 0;
     for (let r = 0; r < rows; r++) {
@@ -51,7 +52,8 @@ function reference(inp: PpoPolicyLossInput): { loss: number; clipFrac: number; a
       live++;
       total += mode === 'seq-mean-token-sum' ? s : s / n;
     }
-    return live ? total / live : 0;
+    const n = inp.globalSequences ?? live;
+    return n ? total / n : 0;
   };
   const kl = inp.refLogp ? agg(kld) : 0;
   return { loss: agg(pg) + (inp.refLogp ? beta * kl : 0), clipFrac: tokens ? clipped / tokens : 0, approxKl: tokens ? -negKl / tokens : 0, kl };
@@ -126,11 +128,14 @@ describe('ppoPolicyLoss', () => {
   });
 
   it.each([
-    ['token-mean', false],
-    ['seq-mean-token-sum', true],
-    ['seq-mean-token-mean', true],
-  ] as const)('returns d(loss)/d(logp) that matches finite differences (%s, ref=%s)', (aggMode, withRef) => {
-    const inp = { ...randomInput(3, 3, 6, withRef), aggMode, klCoef: 0.5 };
+    ['token-mean', false, {}],
+    ['seq-mean-token-sum', true, {}],
+    ['seq-mean-token-mean', true, {}],
+    ['token-mean', true, { globalTokens: 41 }],
+    ['seq-mean-token-sum', false, { globalSequences: 7 }],
+    ['seq-mean-token-mean', true, { globalSequences: 5 }],
+  ] as const)('returns d(loss)/d(logp) that matches finite differences (%s, ref=%s, %j)', (aggMode, withRef, global) => {
+    const inp = { ...randomInput(3, 3, 6, withRef), aggMode, klCoef: 0.5, ...global };
     const res = ppoPolicyLoss(inp);
     const h = 1e-3;
     for (let i = 0; i < inp.logp.length; i++) {
@@ -143,6 +148,96 @@ describe('ppoPolicyLoss', () => {
       const nearKink = [Math.log(0.8), Math.log(1.2), Math.log(3)].some((k) => Math.abs(d - k) < 2 * h);
       if (!nearKink) expect(Math.abs(res.grad[i]! - fd)).toBeLessThan(2e-3);
     }
+  });
+
+  // docs/algorithm.md §6, across micro-batches: verl's agg_loss with global normalisers.
+  describe('micro-batches with a global normaliser', () => {
+    const R = 9, T = 11;
+    const splits = [[0, 2, 6, 9], [0, 5, 9]]; // unequal micro-batches (row bounds)
+    const sliceRows = (inp: PpoPolicyLossInput, r0: number, r1: number): PpoPolicyLossInput => {
+      const part = <A extends Float32Array | Uint8Array>(a: A): A => a.slice(r0 * T, r1 * T) as A;
+      const out: PpoPolicyLossInput = { ...inp, rows: r1 - r0, logp: part(inp.logp), oldLogp: part(inp.oldLogp), advantages: part(inp.advantages), mask: part(inp.mask) };
+      if (inp.refLogp) out.refLogp = part(inp.refLogp);
+      return out;
+    };
+    const counts = (mask: Uint8Array) => {
+      let tokens = 0, sequences = 0;
+      for (let r = 0; r < R; r++) {
+        const c = mask.subarray(r * T, (r + 1) * T).reduce((s, m) => s + (m ? 1 : 0), 0);
+        tokens += c;
+        if (c > 0) sequences++;
+      }
+      return { tokens, sequences };
+    };
+    const whole = (aggMode: PpoPolicyLossInput['aggMode']) => {
+      const inp: PpoPolicyLossInput = { ...randomInput(21, R, T, true), aggMode, klCoef: 0.2 };
+      inp.mask.fill(0, 3 * T, 4 * T); // an empty row, inside a micro-batch
+      for (let c = 0; c < T; c++) inp.mask[7 * T + c] = c < 2 ? 1 : 0; // a short row
+      return inp;
+    };
+    // Sums of the micro-batches' losses and gradients (scattered back to their rows).
+    const summed = (inp: PpoPolicyLossInput, bounds: number[], global: Partial<PpoPolicyLossInput>) => {
+      const grad = new Float32Array(R * T);
+      let loss = 0;
+      for (let k = 0; k + 1 < bounds.length; k++) {
+        const res = ppoPolicyLoss({ ...sliceRows(inp, bounds[k]!, bounds[k + 1]!), ...global });
+        loss += res.loss;
+        grad.set(res.grad, bounds[k]! * T);
+      }
+      return { loss, grad };
+    };
+    const maxDiff = (a: Float32Array, b: Float32Array) => a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i]!)), 0);
+
+    it.each(['token-mean', 'seq-mean-token-sum', 'seq-mean-token-mean'] as const)('%s: the micro-batch gradients sum to the whole mini-batch gradient', (aggMode) => {
+      const inp = whole(aggMode);
+      const full = ppoPolicyLoss(inp);
+      const { tokens, sequences } = counts(inp.mask);
+      const global = aggMode === 'token-mean' ? { globalTokens: tokens } : { globalSequences: sequences };
+      for (const bounds of splits) {
+        const sum = summed(inp, bounds, global);
+        expect(maxDiff(sum.grad, full.grad)).toBeLessThan(1e-6);
+        expect(Math.abs(sum.loss - full.loss)).toBeLessThan(1e-6);
+        // Without the normaliser each call divides by its own count: the sum is not the whole's.
+        const local = summed(inp, bounds, {});
+        expect(maxDiff(local.grad, full.grad)).toBeGreaterThan(1e-3);
+      }
+    });
+
+    it('keeps clipFrac and approxKl per call (the trainer averages metrics)', () => {
+      const inp = sliceRows(whole('token-mean'), 0, 4);
+      const own = ppoPolicyLoss(inp);
+      const res = ppoPolicyLoss({ ...inp, globalTokens: 500 });
+      expect(res.clipFrac).toBe(own.clipFrac);
+      expect(res.approxKl).toBe(own.approxKl);
+      expect(res.loss).toBeCloseTo((own.loss * counts(inp.mask).tokens) / 500, 9);
+    });
+
+    it('is today\'s result when the global count equals the call\'s own', () => {
+      const inp = whole('seq-mean-token-mean');
+      const own = ppoPolicyLoss(inp);
+      const res = ppoPolicyLoss({ ...inp, globalSequences: counts(inp.mask).sequences });
+      expect(res.loss).toBe(own.loss);
+      expect(Array.from(res.grad)).toEqual(Array.from(own.grad));
+    });
+
+    it('agrees between the native and JS backends', () => {
+      const before = backend();
+      try {
+        for (const aggMode of ['token-mean', 'seq-mean-token-sum', 'seq-mean-token-mean'] as const) {
+          const inp = { ...whole(aggMode), ...(aggMode === 'token-mean' ? { globalTokens: 1234 } : { globalSequences: 31 }) };
+          setBackend('native');
+          const native = ppoPolicyLoss(inp);
+          setBackend('js');
+          const js = ppoPolicyLoss(inp);
+          expectClose(native.grad, js.grad, 1e-6, 1e-6);
+          expect(native.loss).toBeCloseTo(js.loss, 6);
+          expect(native.kl).toBeCloseTo(js.kl!, 9);
+          expect(native.clipFrac).toBe(js.clipFrac);
+        }
+      } finally {
+        setBackend(before);
+      }
+    });
   });
 
   it('returns zeros for an empty mask', () => {
@@ -165,6 +260,14 @@ describe('ppoPolicyLoss', () => {
       [() => ppoPolicyLoss({ ...base(), refLogp: new Float32Array(2) }), RangeError, 'Expected Float32Array of length rows*cols = 4 for refLogp but received Float32Array of length 2'],
       [() => ppoPolicyLoss({ ...base(), cliprange: 0.2 } as never), TypeError, 'Unknown option "cliprange" in input'],
       [() => ppoPolicyLoss(undefined as never), TypeError, 'for input but received undefined'],
+      [() => ppoPolicyLoss({ ...base(), globalTokens: 0 }), RangeError, 'Expected a positive integer for input.globalTokens but received 0'],
+      [() => ppoPolicyLoss({ ...base(), globalTokens: 2.5 }), RangeError, 'Expected a positive integer for input.globalTokens but received 2.5'],
+      [() => ppoPolicyLoss({ ...base(), globalTokens: '8' as never }), TypeError, 'Expected a positive integer for input.globalTokens but received "8"'],
+      [() => ppoPolicyLoss({ ...base(), aggMode: 'seq-mean-token-sum', globalSequences: -1 }), RangeError, 'Expected a positive integer for input.globalSequences but received -1'],
+      [() => ppoPolicyLoss({ ...base(), globalSequences: 4 }), RangeError, "input.globalSequences does not apply to aggMode 'token-mean'; it takes input.globalTokens"],
+      [() => ppoPolicyLoss({ ...base(), aggMode: 'seq-mean-token-mean', globalTokens: 4 }), RangeError, "input.globalTokens does not apply to aggMode 'seq-mean-token-mean'; it takes input.globalSequences"],
+      [() => ppoPolicyLoss({ ...base(), mask: new Uint8Array(4).fill(1), globalTokens: 3 }), RangeError, "Expected a positive integer >= this call's own count (4) for input.globalTokens but received 3"],
+      [() => ppoPolicyLoss({ ...base(), aggMode: 'seq-mean-token-sum', mask: new Uint8Array(4).fill(1), globalSequences: 1 }), RangeError, "this call's own count (2) for input.globalSequences"],
     ])('%#: throws the same error on every backend', (fn, cls, msg) => {
       expect(fn).toThrow(cls);
       expect(fn).toThrow(msg);

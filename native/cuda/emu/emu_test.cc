@@ -184,15 +184,17 @@ void test_ppo(uint32_t seed) {
   old[8] = logp[8] - 25.f;                                           // raw > 20
   ref[9] = logp[9] + 40.f;                                           // k3 clamp
   mask[7] = mask[8] = mask[9] = 1;
-  for (int a = 0; a < mempo::kAggModeCount; ++a) {
+  // global_norm 0 (this call's counts) and a mini-batch's larger count (docs/algorithm.md §6).
+  for (int a = 0; a < 2 * mempo::kAggModeCount; ++a) {
     for (int k = 0; k < mempo::kKlTypeCount; ++k) {
-      const auto agg = static_cast<mempo::AggMode>(a);
+      const auto agg = static_cast<mempo::AggMode>(a % mempo::kAggModeCount);
+      const double global_norm = a < mempo::kAggModeCount ? 0.0 : (agg == mempo::kAggTokenMean ? 9001.0 : 37.0);
       const auto kl = static_cast<mempo::KlType>(k);
       std::vector<long long> per_row(rows);
       emu::launch(3u, 128, row_counts_kernel, (const uint8_t*)mask.data(), rows, cols, per_row.data());
       int64_t tokens = 0;
       std::vector<double> w(rows);
-      row_weights(per_row.data(), rows, agg, w.data(), &tokens);
+      row_weights(per_row.data(), rows, agg, global_norm, w.data(), &tokens);
       const unsigned grid = 5;
       std::vector<BlockPartial> parts(grid);
       emu::launch(grid, kPpoThreads, ppo_kernel, (const float*)logp.data(), (const float*)old.data(),
@@ -210,8 +212,9 @@ void test_ppo(uint32_t seed) {
                    approx_kl = (0.0 - neg) / double(tokens);
       const mempo::PpoLossResult want = mempo::cpu::ppo_policy_loss(
           logp.data(), old.data(), adv.data(), mask.data(), rows, cols, 0.2, 0.28, 3.0, agg, kl ? ref.data() : nullptr,
-          0.05, kl, grad_want.data());
-      const std::string tag = "ppo agg=" + std::to_string(agg) + " kl=" + std::to_string(kl);
+          0.05, kl, global_norm, grad_want.data());
+      const std::string tag = "ppo agg=" + std::to_string(agg) + " kl=" + std::to_string(kl) +
+                              " global=" + std::to_string(int(global_norm));
       expect_close((tag + " grad").c_str(), grad_got.data(), grad_want.data(), n);
       const double got4[4] = {loss, clip_frac, approx_kl, kls}, want4[4] = {want.loss, want.clip_frac, want.approx_kl, want.kl};
       // 1e-6: without KL the CPU takes its AVX2 path (float exp, < 2e-7 relative per token).
@@ -248,7 +251,7 @@ void test_ppo_specials(uint32_t seed) {
     emu::launch(2u, 128, row_counts_kernel, (const uint8_t*)mask.data(), rows, cols, per_row.data());
     int64_t tokens = 0;
     std::vector<double> w(rows);
-    row_weights(per_row.data(), rows, mempo::kAggTokenMean, w.data(), &tokens);
+    row_weights(per_row.data(), rows, mempo::kAggTokenMean, 0.0, w.data(), &tokens);
     std::vector<BlockPartial> parts(3);
     emu::launch(3u, kPpoThreads, ppo_kernel, (const float*)logp.data(), (const float*)old.data(), (const float*)adv.data(),
                 (const uint8_t*)mask.data(), (const double*)w.data(), rows, cols, 0.8, 1.2, 3.0,
@@ -258,7 +261,7 @@ void test_ppo_specials(uint32_t seed) {
     const double got2[2] = {pg + 0.05 * kls, (0.0 - neg) / double(tokens)};
     const mempo::PpoLossResult want = mempo::cpu::ppo_policy_loss(logp.data(), old.data(), adv.data(), mask.data(), rows,
                                                                   cols, 0.2, 0.2, 3.0, mempo::kAggTokenMean,
-                                                                  kl ? ref.data() : nullptr, 0.05, kl, grad_want.data());
+                                                                  kl ? ref.data() : nullptr, 0.05, kl, 0.0, grad_want.data());
     const double want2[2] = {want.loss, want.approx_kl};
     const std::string tag = "ppo specials kl=" + std::to_string(k);
     expect_close((tag + " grad").c_str(), grad_got.data(), grad_want.data(), n);
