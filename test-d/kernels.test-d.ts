@@ -99,6 +99,11 @@ expectType<Float32Array>()(grpoOutcomeAdvantage([1, 0], ['q1', 'q1'], mask, 4, {
 expectType<Float32Array>()(memoryAdvantage(new Float64Array(1), [0], new Int32Array([0, 1, 3]), 2, 4, { memGrouping: 'question-round', rounds: new Int32Array(1) }));
 expectType<Float32Array>()(finalAdvantage(f32, f32, mask, { alpha: 0.5 }));
 const loss = ppoPolicyLoss({ logp: f32, oldLogp: f32, advantages: f32, mask, rows: 2, cols: 4, aggMode: 'seq-mean-token-sum', refLogp: f32, klType: 'k3' });
+expectType<number | undefined>()(({} as PpoPolicyLossInput).globalTokens);
+expectType<number | undefined>()(({} as PpoPolicyLossInput).globalSequences);
+ppoPolicyLoss({ logp: f32, oldLogp: f32, advantages: f32, mask, rows: 2, cols: 4, globalTokens: 64 });
+// @ts-expect-error globalSequences is a count, not a string
+ppoPolicyLoss({ logp: f32, oldLogp: f32, advantages: f32, mask, rows: 2, cols: 4, globalSequences: '4' });
 expectType<number>()(loss.loss);
 expectType<number | undefined>()(loss.kl);
 expectType<string | null>()(extractSolution('<answer>Paris</answer>'));
