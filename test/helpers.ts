@@ -1,4 +1,5 @@
-/** Shared test utilities: a seeded RNG and closeness checks. */
+/** Shared test utilities: a seeded RNG, closeness checks, running a call on both kernel backends. */
+import { backend, setBackend, type Backend } from '../src/kernels/backend';
 import { mulberry32 } from '../src/rng';
 
 /** Test inputs: mulberry32 (src/rng.ts), seed 0 read as 1. */
@@ -28,3 +29,27 @@ export function expectClose(a: ArrayLike<number>, b: ArrayLike<number>, atol = 1
 }
 
 export const EXPECTED_BACKEND = process.env.MEMPO_BACKEND === 'js' ? 'js' : 'native';
+
+/** fn's result on the native backend, then on the JS twin; the backend in force before is restored. */
+export function onEachBackend<T>(fn: () => T): { native: T; js: T } {
+  const before: Backend = backend();
+  try {
+    setBackend('native');
+    const native = fn();
+    setBackend('js');
+    return { native, js: fn() };
+  } finally {
+    setBackend(before);
+  }
+}
+
+/** What a call did: its value, or the error's class and message (to compare throws across backends). */
+export type Outcome<T = unknown> = { value: T } | { threw: string; message: string };
+
+export function outcomeOf<T>(fn: () => T): Outcome<T> {
+  try {
+    return { value: fn() };
+  } catch (err) {
+    return { threw: (err as Error).name, message: (err as Error).message };
+  }
+}

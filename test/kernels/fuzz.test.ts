@@ -6,44 +6,24 @@
  */
 import {
   answerProbability,
-  Backend,
-  backend,
   gatherLogProbs,
   grpoOutcomeAdvantage,
   memoryAdvantage,
   ppoPolicyLoss,
-  setBackend,
 } from '../../src';
 import { AGG_MODES, KL_TYPES } from '../../src/kernels/ppo-policy-loss';
-import { firstMismatch, rng } from '../helpers';
-
-type Outcome = { threw: string; message: string } | { value: unknown };
-
-function run(b: Backend, fn: () => unknown): Outcome {
-  setBackend(b);
-  try {
-    return { value: fn() };
-  } catch (err) {
-    return { threw: (err as Error).name, message: (err as Error).message };
-  }
-}
+import { firstMismatch, onEachBackend, outcomeOf, rng } from '../helpers';
 
 /** Runs fn on both backends; returns both results when both returned, after checking that any throw is the same. */
 function both<T>(what: string, fn: () => T): { native: T; js: T } | null {
-  const before = backend();
-  try {
-    const native = run('native', fn);
-    const js = run('js', fn);
-    if ('threw' in native || 'threw' in js) {
-      if (JSON.stringify(native) !== JSON.stringify(js)) {
-        throw new Error(`${what}: native ${JSON.stringify('threw' in native ? native : 'returned')} vs js ${JSON.stringify('threw' in js ? js : 'returned')}`);
-      }
-      return null;
+  const { native, js } = onEachBackend(() => outcomeOf(fn));
+  if ('threw' in native || 'threw' in js) {
+    if (JSON.stringify(native) !== JSON.stringify(js)) {
+      throw new Error(`${what}: native ${JSON.stringify('threw' in native ? native : 'returned')} vs js ${JSON.stringify('threw' in js ? js : 'returned')}`);
     }
-    return { native: native.value as T, js: js.value as T };
-  } finally {
-    setBackend(before);
+    return null;
   }
+  return { native: native.value, js: js.value };
 }
 
 function expectSame(what: string, a: ArrayLike<number>, b: ArrayLike<number>, atol: number, rtol: number): void {

@@ -8,7 +8,6 @@ import * as path from 'path';
 import { Worker } from 'worker_threads';
 import {
   answerProbability,
-  Backend,
   backend,
   gatherLogProbs,
   grpoOutcomeAdvantage,
@@ -18,23 +17,14 @@ import {
   setBackend,
 } from '../../src';
 import { MAX_RESULT_BYTES, newResult } from '../../src/kernels/result';
+import { onEachBackend, outcomeOf } from '../helpers';
 
 /** What fn does on each backend: its result, or the error's class and message. */
 function onBoth(fn: () => unknown): { native: unknown; js: unknown } {
-  const before: Backend = backend();
-  const run = (b: Backend) => {
-    setBackend(b);
-    try {
-      return fn();
-    } catch (err) {
-      return { threw: (err as Error).name, message: (err as Error).message };
-    }
-  };
-  try {
-    return { native: run('native'), js: run('js') };
-  } finally {
-    setBackend(before);
-  }
+  return onEachBackend(() => {
+    const o = outcomeOf(fn);
+    return 'value' in o ? o.value : o;
+  });
 }
 
 function sameThrow(fn: () => unknown, name: string, message: string | RegExp): void {

@@ -6,31 +6,17 @@
  */
 import {
   answerProbability,
-  Backend,
-  backend,
   gatherLogProbs,
   grpoOutcomeAdvantage,
   memoryAdvantage,
   ppoPolicyLoss,
-  setBackend,
 } from '../../src';
-import { expectClose, rng } from '../helpers';
+import { expectClose, onEachBackend, rng } from '../helpers';
 
 const SMALL = process.env.MEMPO_PARITY_SMALL === '1';
 const QWEN_V = SMALL ? 15193 : 151936; // Qwen2.5's vocabulary, or an odd tenth of it
 
-function onBoth<T>(fn: () => T): { native: T; js: T } {
-  const before: Backend = backend();
-  try {
-    setBackend('native');
-    const native = fn();
-    setBackend('js');
-    const js = fn();
-    return { native, js };
-  } finally {
-    setBackend(before);
-  }
-}
+const onBoth = onEachBackend;
 
 describe('gatherLogProbs parity', () => {
   const cases: [string, number, number, (r: () => number, i: number) => number][] = [
