@@ -16,16 +16,10 @@ import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { args, flag, root, value } from './args.mjs';
 
 const require = createRequire(import.meta.url);
 const here = fileURLToPath(import.meta.url);
-const root = path.resolve(path.dirname(here), '..');
-const args = process.argv.slice(2);
-const flag = (name) => args.includes(name);
-const value = (name, def) => {
-  const i = args.indexOf(name);
-  return i >= 0 && args[i + 1] !== undefined ? args[i + 1] : def;
-};
 const quick = flag('--quick');
 const json = flag('--json');
 const log = json ? () => {} : (...a) => console.log(...a);

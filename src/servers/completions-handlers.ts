@@ -7,17 +7,9 @@
 import { randomBytes } from 'node:crypto';
 import type { LocalModel } from '../engines/local/local-model';
 import type { GenerationResult } from '../engines/local/generate';
-import { bad, type CompletionRequest, type GenerateRequest } from './completions-requests';
+import { bad, type CompletionRequest, type GenerateRequest, type SamplingRequest } from './completions-requests';
 
-interface SamplingSettings {
-  temperature: number;
-  topP: number;
-  topK: number;
-  maxTokens: number;
-  stop: string[];
-  stopTokenIds: number[];
-  seed: number | null;
-}
+type SamplingSettings = Omit<SamplingRequest, 'prompts' | 'batch' | 'n'> & { stopTokenIds: number[] };
 
 type VllmPromptLogprobs = (null | Record<string, { logprob: number; rank: number; decoded_token: string }>)[];
 

@@ -11,8 +11,8 @@ const SGLANG_DEFAULT_MAX_NEW_TOKENS = 128;
 /** Most log-probs per position a request may ask for (vLLM `logprobs`, `prompt_logprobs`). */
 const MAX_LOGPROBS = 20;
 
-export interface CompletionRequest {
-  model: string | null;
+/** What both dialects ask of sampling: prompts (token ids), n samples each, and how to sample them. */
+export interface SamplingRequest {
   /** One or more prompts (token ids). */
   prompts: number[][];
   /** Whether `prompt` was a list of prompts. */
@@ -20,29 +20,24 @@ export interface CompletionRequest {
   n: number;
   temperature: number;
   topP: number;
-  /** vLLM's top_k extension; -1 or 0 is off. */
+  /** vLLM's top_k extension / SGLang's top_k; -1 or 0 is off. */
   topK: number;
   maxTokens: number;
   stop: string[];
-  logprobs: number | null;
   seed: number | null;
+}
+
+export interface CompletionRequest extends SamplingRequest {
+  model: string | null;
+  logprobs: number | null;
   tokensAsIds: boolean;
   returnTokenIds: boolean;
   promptLogprobs: number | null;
   echo: boolean;
 }
 
-export interface GenerateRequest {
-  prompts: number[][];
-  batch: boolean;
-  n: number;
-  temperature: number;
-  topP: number;
-  topK: number;
-  maxTokens: number;
-  stop: string[];
+export interface GenerateRequest extends SamplingRequest {
   stopTokenIds: number[];
-  seed: number | null;
   skipSpecialTokens: boolean;
   noStopTrim: boolean;
   returnLogprob: boolean;
