@@ -1,4 +1,6 @@
 /** Shared test utilities: a seeded RNG, closeness checks, running a call on both kernel backends. */
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { backend, setBackend, type Backend } from '../src/kernels/backend';
 import { mulberry32 } from '../src/rng';
 
@@ -51,5 +53,19 @@ export function outcomeOf<T>(fn: () => T): Outcome<T> {
     return { value: fn() };
   } catch (err) {
     return { threw: (err as Error).name, message: (err as Error).message };
+  }
+}
+
+/**
+ * Whether a tmpfs of `size` can be mounted at `dir` in a mount namespace of its own (Linux, root,
+ * `unshare -m`), so a test can fill a real disk; false also when `needs` (a built file) is missing.
+ */
+export function canMountTmpfs(dir: string, size: string, needs: string): boolean {
+  if (process.platform !== 'linux' || !existsSync(needs)) return false;
+  try {
+    execFileSync('unshare', ['-m', 'sh', '-c', `mount -t tmpfs -o size=${size} tmpfs ${JSON.stringify(dir)}`], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
   }
 }

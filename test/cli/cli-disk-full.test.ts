@@ -4,24 +4,16 @@
  * the file it could not write (exit 1); no output file is short: report.html is absent rather
  * than truncated, no temp file is left, batch.jsonl holds whole lines, summary.json parses.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { canMountTmpfs } from '../helpers';
 
 const BIN = resolve(__dirname, '..', '..', 'dist', 'cli', 'main.js');
 const dir = mkdtempSync(join(tmpdir(), 'mempo-disk-'));
 
-function canMountTmpfs(): boolean {
-  if (process.platform !== 'linux' || !existsSync(BIN)) return false;
-  try {
-    execFileSync('unshare', ['-m', 'sh', '-c', `mount -t tmpfs -o size=48k tmpfs ${JSON.stringify(dir)}`], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-}
-const maybe = canMountTmpfs() ? test : test.skip;
+const maybe = canMountTmpfs(dir, '48k', BIN) ? test : test.skip;
 
 maybe('a full disk: exit 1 naming the file, and no short output file', () => {
   const q = join(dir, 'q.jsonl');

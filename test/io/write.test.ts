@@ -4,10 +4,11 @@
  * the file. Checked with an injected write call, and on a real full disk (a 16 KiB tmpfs in a
  * mount namespace, when `unshare -m` can mount one: root on Linux) through the built package.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, writeSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, readdirSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { canMountTmpfs } from '../helpers';
 import { JsonlWriter, writeAll, writeFileAtomic, type WriteFn } from '../../src/io/run-dir';
 
 /** A write call that writes at most `chunk` bytes, then (after `budget` bytes) nothing or ENOSPC. */
@@ -74,16 +75,7 @@ describe('short writes', () => {
 
 // The real thing: the built package on a 16 KiB tmpfs (what `npm run build:ts` writes to dist/).
 const RUN_DIR = resolve(__dirname, '..', '..', 'dist', 'io', 'run-dir.js');
-function canMountTmpfs(): boolean {
-  if (process.platform !== 'linux' || !existsSync(RUN_DIR)) return false;
-  try {
-    execFileSync('unshare', ['-m', 'sh', '-c', `mount -t tmpfs -o size=16k tmpfs ${JSON.stringify(dir)}`], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-}
-const tmpfs = canMountTmpfs() ? test : test.skip;
+const tmpfs = canMountTmpfs(dir, '16k', RUN_DIR) ? test : test.skip;
 
 /** Runs `script` (with `m` = dist/io/run-dir.js, `d` = the mount point) in a mount namespace with a 16 KiB tmpfs at `d`. */
 function onTinyDisk(script: string): { status: number | null; out: string; err: string } {
