@@ -33,7 +33,10 @@ export type RuntimeErrorCode =
 /** Codes of the inference-server client (src/engines/http): a wrong answer, or retries exhausted. */
 export type ServerErrorCode = 'ERR_SERVER';
 
-export type MempoErrorCode = PipelineErrorCode | RuntimeErrorCode | ServerErrorCode;
+/** Codes of the learner (src/learner, docs/learner.md): it died, timed out, or answered outside the protocol. */
+export type LearnerErrorCode = 'ERR_LEARNER';
+
+export type MempoErrorCode = PipelineErrorCode | RuntimeErrorCode | ServerErrorCode | LearnerErrorCode;
 
 export class MempoError extends Error {
   readonly code: MempoErrorCode;

@@ -10,7 +10,7 @@ import { EXPORT_FORMATS, readBatchFile, writeExports, type ExportFormat } from '
 import { readServerModelConfig } from '../engines/local/model-dir';
 import { Tokenizer } from '../engines/local/tokenizer';
 import { resolveProtocolIds, type IdCodec } from '../protocol/special-ids';
-import { EMBEDDED } from './paths';
+import { EMBEDDED } from '../paths';
 import { int } from './options';
 import type { RunIO } from './run';
 

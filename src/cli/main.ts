@@ -7,7 +7,7 @@
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { MempoError } from '../errors';
 import { addPipelineOptions, addServerOptions, int, intOrNone, orNull, pipelineOptionsFromFlags, serverSettingsFromFlags } from './options';
-import { EMBEDDED } from './paths';
+import { EMBEDDED } from '../paths';
 import { DEFAULTS } from '../options';
 import { executeRun, type RunIO, type RunSettings } from './run';
 import { boundThreads, checkManifest, checkModelConfig, openCorpus } from './inputs';

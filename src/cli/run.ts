@@ -21,7 +21,7 @@ import { evalReport, summarize, type EvalReport, type RunSummary } from '../pipe
 import { MempoError } from '../errors';
 import { HttpRetriever } from '../retrieval/http-retriever';
 import type { Retriever } from '../contracts';
-import { EMBEDDED } from './paths';
+import { EMBEDDED } from '../paths';
 import { progressBars } from './progress';
 import { prepareRunDir } from './run-dir';
 import { boundThreads, checkManifest, checkModelConfig, describeRetriever, dropOverlong, openCorpus } from './inputs';
@@ -131,7 +131,7 @@ function selectQuestions(s: RunSettings): Question[] {
   return questions;
 }
 
-function openRetriever(s: RunSettings): Retriever {
+export function openRetriever(s: RunSettings): Retriever {
   if (s.retriever !== null) {
     return new HttpRetriever(s.retriever, { timeoutMs: s.options.tool.timeoutMs, retries: s.options.tool.retries, backoffMs: s.options.tool.backoffMs });
   }
@@ -149,7 +149,7 @@ export interface RunEngine {
   local: CausalLM | null;
 }
 
-async function openEngine(s: RunSettings, io: RunIO, warn: (m: string) => void): Promise<RunEngine> {
+export async function openEngine(s: RunSettings, io: RunIO, warn: (m: string) => void): Promise<RunEngine> {
   const srv = s.server ?? null;
   if (srv === null) {
     const threads = boundThreads(s.threads, warn);

@@ -1,8 +1,8 @@
-/** Locations of the embedded model, corpus and question splits (relative to the package root). */
+/** Locations of the embedded model, corpus, question splits and learner (relative to the package root). */
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 
-/** The package root: the directory holding package.json above this file (src/cli or dist/cli). */
+/** The package root: the directory holding package.json above this file (src/ or dist/). */
 export function packageRoot(): string {
   let dir = resolve(__dirname);
   for (let i = 0; i < 5; i++) {
@@ -16,4 +16,6 @@ export const EMBEDDED = {
   model: () => join(packageRoot(), 'models', 'mempo-tiny'),
   corpus: () => join(packageRoot(), 'data', 'world', 'corpus.jsonl'),
   split: (name: string) => join(packageRoot(), 'data', 'world', `${name}.jsonl`),
+  /** The torch reference learner's Python package folder (PYTHONPATH), docs/learner.md. */
+  learner: () => join(packageRoot(), 'learner'),
 };

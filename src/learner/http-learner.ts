@@ -1,0 +1,184 @@
+/**
+ * A learner reached over HTTP (docs/learner.md): the torch reference learner that mempo spawns,
+ * or any process speaking the protocol, on this host or another (`--learner URL`).
+ */
+import * as http from 'node:http';
+import type { Learner, LearnerForwardOptions, LearnerInfo, LearnerSample, OptimParams } from '../contracts';
+import { MempoError } from '../errors';
+import { decodeFrame, encodeFrame, FRAME_CONTENT_TYPE } from './frame';
+import { float32, int32 } from '../io/export-tensor';
+import { checkInfo, checkNumber, flattenSamples } from './samples';
+
+export interface HttpLearnerOptions {
+  /** Bearer token (also MEMPO_LEARNER_TOKEN). */
+  token?: string;
+  /** Per-request timeout (ms); forward/backward of a big batch on a CPU takes minutes. */
+  timeoutMs?: number;
+}
+
+export const LEARNER_DEFAULTS = { timeoutMs: 30 * 60_000 } as const;
+
+interface Reply {
+  status: number;
+  type: string;
+  body: Buffer;
+}
+
+export class HttpLearner implements Learner {
+  readonly name: string;
+  private readonly base: URL;
+  private readonly agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  private failure: MempoError | null = null;
+  private readonly inFlight = new Set<http.ClientRequest>();
+  private lastForward: { id: number; lengths: number[] } | null = null;
+
+  constructor(url: string, private readonly options: HttpLearnerOptions = {}) {
+    let u: URL;
+    try {
+      u = new URL(url);
+    } catch {
+      throw new MempoError('ERR_INVALID_OPTION', `Expected an http:// URL for the learner but received ${JSON.stringify(url)}`);
+    }
+    if (u.protocol !== 'http:') throw new MempoError('ERR_INVALID_OPTION', `Expected an http:// URL for the learner but received ${JSON.stringify(url)}`);
+    this.base = u;
+    this.name = `learner ${u.origin}`;
+  }
+
+  /** Fails every request in flight and every later one with `err` (the spawner calls it when the process dies). */
+  fail(err: MempoError): void {
+    if (this.failure === null) this.failure = err;
+    for (const r of this.inFlight) r.destroy(err);
+  }
+
+  private request(method: 'GET' | 'POST', path: string, body: Uint8Array | null, type: string): Promise<Reply> {
+    if (this.failure !== null) return Promise.reject(this.failure);
+    const token = this.options.token ?? process.env['MEMPO_LEARNER_TOKEN'];
+    const headers: Record<string, string | number> = {};
+    if (body !== null) Object.assign(headers, { 'content-type': type, 'content-length': body.length });
+    if (token !== undefined && token !== '') headers['authorization'] = `Bearer ${token}`;
+    const timeout = this.options.timeoutMs ?? LEARNER_DEFAULTS.timeoutMs;
+    const what = `${this.name} ${method} ${path}`;
+    return new Promise<Reply>((resolve, reject) => {
+      const req = http.request(new URL(path, this.base), { method, headers, agent: this.agent }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, type: String(res.headers['content-type'] ?? ''), body: Buffer.concat(chunks) }));
+        res.on('error', reject);
+      });
+      this.inFlight.add(req);
+      req.setTimeout(timeout, () => req.destroy(new MempoError('ERR_LEARNER', `${what}: no answer within ${timeout} ms`)));
+      req.on('error', (e) => reject(e instanceof MempoError ? e : new MempoError('ERR_LEARNER', `${what}: ${e.message}`)));
+      req.on('close', () => this.inFlight.delete(req));
+      req.end(body === null ? undefined : body);
+    }).then((r) => {
+      if (r.status >= 400) throw new MempoError('ERR_LEARNER', `${what}: HTTP ${r.status}: ${errorText(r)}`);
+      return r;
+    }, (e: unknown) => {
+      throw this.failure ?? e;
+    });
+  }
+
+  private async json(method: 'GET' | 'POST', path: string, body?: Record<string, unknown>): Promise<Record<string, unknown>> {
+    const r = await this.request(method, path, body === undefined ? null : Buffer.from(JSON.stringify(body)), 'application/json');
+    return parseJson(r, `${this.name} ${method} ${path}`);
+  }
+
+  async info(): Promise<LearnerInfo> {
+    return checkInfo(await this.json('GET', '/info'), this.name);
+  }
+
+  async forward(samples: readonly LearnerSample[], options: LearnerForwardOptions = {}): Promise<Float32Array[]> {
+    const flat = flattenSamples(samples);
+    const grad = options.grad === true;
+    const body = encodeFrame({ policy: options.policy ?? 'current', grad }, [
+      ['ids', int32([flat.ids.length], flat.ids)],
+      ['lengths', int32([flat.lengths.length], flat.lengths)],
+      ['target_start', int32([flat.targetStart.length], flat.targetStart)],
+    ]);
+    const what = `${this.name} POST /forward`;
+    const r = await this.request('POST', '/forward', body, FRAME_CONTENT_TYPE);
+    const frame = decodeFrame(r.body, what);
+    const logp = frame.tensors.get('logp');
+    if (!(logp instanceof Float32Array) || logp.length !== flat.targets) {
+      throw new MempoError('ERR_LEARNER', `${what}: expected logp F32 [${flat.targets}], received ${logp === undefined ? 'none' : `${logp.constructor.name} [${logp.length}]`}`);
+    }
+    for (let i = 0; i < logp.length; i++) {
+      if (!(logp[i]! <= 0)) throw new MempoError('ERR_LEARNER', `${what}: logp[${i}] = ${logp[i]} is not a log-probability`);
+    }
+    const counts = flat.lengths.map((n, i) => n - flat.targetStart[i]!);
+    if (grad) this.lastForward = { id: checkNumber(frame.params['forward_id'], `${what}: forward_id`), lengths: counts };
+    const out: Float32Array[] = [];
+    let at = 0;
+    for (const c of counts) {
+      out.push(logp.slice(at, at + c));
+      at += c;
+    }
+    return out;
+  }
+
+  async backward(grads: readonly Float32Array[]): Promise<void> {
+    const last = this.lastForward;
+    if (last === null) throw new MempoError('ERR_INVALID_ARGUMENT', `backward needs a forward({ grad: true }) before it (${this.name})`);
+    if (grads.length !== last.lengths.length || grads.some((g, i) => g.length !== last.lengths[i])) {
+      throw new MempoError('ERR_INVALID_ARGUMENT', `Expected one gradient per sample of the last forward (${last.lengths.length} samples, lengths ${last.lengths.slice(0, 4).join(', ')}…) for backward`);
+    }
+    const total = last.lengths.reduce((a, b) => a + b, 0);
+    const flat = new Float32Array(total);
+    let at = 0;
+    for (const g of grads) {
+      flat.set(g, at);
+      at += g.length;
+    }
+    this.lastForward = null;
+    await this.request('POST', '/backward', encodeFrame({ forward_id: last.id }, [['grad', float32([total], flat)]]), FRAME_CONTENT_TYPE);
+  }
+
+  async optimStep(p: OptimParams): Promise<{ gradNorm: number; step: number }> {
+    const r = await this.json('POST', '/optim_step', { lr: p.lr, weight_decay: p.weightDecay, max_grad_norm: p.maxGradNorm, betas: [...p.betas], eps: p.eps });
+    const what = `${this.name} POST /optim_step`;
+    return { gradNorm: checkNumber(r['grad_norm'], `${what}: grad_norm`), step: checkNumber(r['step'], `${what}: step`) };
+  }
+
+  async saveWeights(dir: string): Promise<void> {
+    await this.json('POST', '/save_weights', { dir });
+  }
+
+  async saveCheckpoint(dir: string): Promise<{ step: number }> {
+    const r = await this.json('POST', '/save_checkpoint', { dir });
+    return { step: checkNumber(r['step'], `${this.name} POST /save_checkpoint: step`) };
+  }
+
+  async loadCheckpoint(dir: string): Promise<{ step: number }> {
+    const r = await this.json('POST', '/load_checkpoint', { dir });
+    return { step: checkNumber(r['step'], `${this.name} POST /load_checkpoint: step`) };
+  }
+
+  /** Asks the learner to exit (a learner reached by URL keeps running unless `shutdown`). */
+  async close(shutdown = false): Promise<void> {
+    try {
+      if (shutdown && this.failure === null) await this.json('POST', '/shutdown', {});
+    } finally {
+      this.agent.destroy();
+    }
+  }
+}
+
+function errorText(r: Reply): string {
+  try {
+    const j = JSON.parse(r.body.toString('utf8')) as { error?: { code?: string; message?: string } };
+    if (j.error !== undefined) return `${j.error.code ?? 'error'}: ${j.error.message ?? ''}`;
+  } catch {
+    // not JSON: show its start
+  }
+  return JSON.stringify(r.body.subarray(0, 200).toString('utf8'));
+}
+
+function parseJson(r: Reply, what: string): Record<string, unknown> {
+  try {
+    const j = JSON.parse(r.body.toString('utf8')) as unknown;
+    if (j !== null && typeof j === 'object' && !Array.isArray(j)) return j as Record<string, unknown>;
+  } catch {
+    // reported below
+  }
+  throw new MempoError('ERR_LEARNER', `${what}: the answer is not a JSON object: ${JSON.stringify(r.body.subarray(0, 200).toString('utf8'))}`);
+}

@@ -1,0 +1,119 @@
+/**
+ * One training step (docs/algorithm.md §9): sample the step's questions × n with the current
+ * policy and the `full` context policy, score them (§3, §4) and build the advantages (§5) with the
+ * pipeline, update the policy on the learner (§6), write the new weights and hand them to the
+ * rollout engines, and evaluate on the dev slice when it is time.
+ */
+import type { BatchRecord, Generator, Learner, Question, Retriever, TargetScorer } from '../contracts';
+import { runPipeline, type ProgressSink } from '../pipeline/pipeline';
+import { evalReport } from '../pipeline/summary';
+import { emCheck, extractSolution } from '../kernels/outcome-reward';
+import { scoringText } from '../pipeline/outcome-reward';
+import type { PipelineOptions } from '../options';
+import { mixSeed } from '../rng';
+import { trainRows } from './samples';
+import { policyUpdate } from './update';
+import { batchMetrics, evalMetrics, updateMetrics, type StepMetrics } from './metrics';
+import type { TrainOptions } from './options';
+
+export type TrainPhase = 'rollout' | 'update' | 'sync' | 'eval' | 'checkpoint';
+
+export interface TrainContext {
+  generator: Generator;
+  /** Memory-reward scorer (the current policy); null without memory rewards. */
+  scorer: TargetScorer | null;
+  retriever: Retriever;
+  learner: Learner;
+  /** Makes the rollout engines sample and score with the model directory `dir` (docs/learner.md). */
+  sync(dir: string): Promise<void>;
+  pipeline: PipelineOptions;
+  train: TrainOptions;
+  /** Evaluation slice (dev questions). */
+  dev: readonly Question[];
+  onPhase?(step: number, phase: TrainPhase): void;
+  /** Progress of the step's rollout. */
+  rolloutProgress?: ProgressSink;
+}
+
+export const emOf = (r: BatchRecord): number => emCheck(extractSolution(scoringText(r.text)), r.golds);
+
+/** The questions of step `step` (1-based): consecutive slices of the seeded order, wrapping around. */
+export function stepQuestions(order: readonly Question[], step: number, perStep: number): Question[] {
+  const out: Question[] = [];
+  for (let i = 0; i < Math.min(perStep, order.length); i++) out.push(order[((step - 1) * perStep + i) % order.length]!);
+  return out;
+}
+
+/** The memory-policy evaluation (§9): greedy, one sample, no memory rewards. */
+export async function evaluate(ctx: TrainContext, step: number): Promise<ReturnType<typeof evalReport>> {
+  const p = ctx.pipeline;
+  const options: PipelineOptions = {
+    ...p,
+    rollout: { ...p.rollout, context: 'memory', groupSize: 1, seed: mixSeed(ctx.train.seed, 0xe7a1, step), sampling: { ...p.rollout.sampling, temperature: 0 } },
+    memory: { ...p.memory, enabled: false },
+  };
+  const { records } = await runPipeline({ questions: ctx.dev, generator: ctx.generator, scorer: null, retriever: ctx.retriever, options });
+  return evalReport(records);
+}
+
+async function timedPhase<T>(wall: Record<string, number>, key: string, f: () => Promise<T>): Promise<T> {
+  const t = performance.now();
+  const v = await f();
+  wall[key] = Math.round((wall[key] ?? 0) + performance.now() - t);
+  return v;
+}
+
+/**
+ * Runs step `step` and returns its metrics. `saveWeights(step)` has the learner write the new
+ * weights (a checkpoint, or weights/) and returns the directory the engines then load.
+ */
+export async function runStep(ctx: TrainContext, step: number, questions: readonly Question[], saveWeights: (step: number) => Promise<string>): Promise<StepMetrics> {
+  const wall: Record<string, number> = {};
+  const t0 = performance.now();
+  ctx.onPhase?.(step, 'rollout');
+  const options: PipelineOptions = { ...ctx.pipeline, rollout: { ...ctx.pipeline.rollout, context: 'full', seed: mixSeed(ctx.train.seed, step) } };
+  const run = await runPipeline({ questions, generator: ctx.generator, scorer: ctx.scorer, retriever: ctx.retriever, options, progress: ctx.rolloutProgress });
+  const times = run.stats.times;
+  wall['rollout'] = Math.round(times.generateMs + times.toolMs);
+  wall['scoring'] = Math.round(times.scoreMs + times.advantageMs);
+  const rows = trainRows(run.records);
+
+  ctx.onPhase?.(step, 'update');
+  const u = rows.length === 0 ? null : await policyUpdate(ctx.learner, rows, ctx.train, mixSeed(ctx.train.seed, 0x0b5e, step));
+  if (u !== null) {
+    wall['learnerForward'] = Math.round(u.ms.oldLogp + u.ms.refLogp + u.ms.forward);
+    wall['learnerBackward'] = Math.round(u.ms.backward);
+    wall['loss'] = Math.round(u.ms.loss);
+    wall['optimiser'] = Math.round(u.ms.optim);
+  }
+  ctx.onPhase?.(step, 'sync');
+  const dir = await timedPhase(wall, 'save', () => saveWeights(step));
+  await timedPhase(wall, 'sync', () => ctx.sync(dir));
+
+  let ev = null;
+  if (ctx.train.evalEvery > 0 && step % ctx.train.evalEvery === 0 && ctx.dev.length > 0) {
+    ctx.onPhase?.(step, 'eval');
+    ev = await timedPhase(wall, 'eval', () => evaluate(ctx, step));
+  }
+  const b = batchMetrics(run.records, emOf);
+  wall['total'] = Math.round(performance.now() - t0);
+  return {
+    step,
+    questions: b.questions,
+    trajectories: b.trajectories,
+    trained: rows.length,
+    meanScore: b.meanScore,
+    em: b.em,
+    formatValidRate: b.formatValidRate,
+    memoryReward: b.memoryReward,
+    pFull: b.pFull,
+    pMem: b.pMem,
+    outcomeAdvantage: b.outcomeAdvantage,
+    memoryAdvantage: b.memoryAdvantage,
+    ...updateMetrics(u),
+    lr: ctx.train.optim.lr,
+    tokens: { generated: b.generated, trained: u?.tokens ?? 0 },
+    wallMs: wall,
+    eval: evalMetrics(ev),
+  };
+}
