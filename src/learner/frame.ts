@@ -57,7 +57,7 @@ export function decodeFrame(body: Uint8Array, what: string): Frame {
     const [b, end] = off as [number, number];
     const count = (shape as number[]).reduce((a, d) => a * d, 1);
     if (b < 0 || end < b || dataStart + end > body.length || end - b !== count * 4) throw bad(what, `tensor ${name}: data_offsets [${b}, ${end}] do not hold ${count} values inside the body`);
-    const bytes = body.slice(dataStart + b, dataStart + end);
+    const bytes = Uint8Array.prototype.slice.call(body, dataStart + b, dataStart + end); // a copy: a Buffer's slice is a view into its pool
     tensors.set(name, e.dtype === 'I32' ? new Int32Array(bytes.buffer, 0, count) : new Float32Array(bytes.buffer, 0, count));
   }
   return { params, tensors };
