@@ -73,9 +73,19 @@ export class HttpLearner implements Learner {
     }).then((r) => {
       if (r.status >= 400) throw new MempoError('ERR_LEARNER', `${what}: HTTP ${r.status}: ${errorText(r)}`);
       return r;
-    }, (e: unknown) => {
-      throw this.failure ?? e;
+    }, async (e: unknown) => {
+      throw this.failure ?? (await this.explain(e));
     });
+  }
+
+  /** The error a failed connection is reported as (a spawned learner waits for its exit status). */
+  protected explain(e: unknown): Promise<unknown> {
+    return Promise.resolve(e);
+  }
+
+  /** The failure set by `fail`, if any. */
+  protected get failed(): MempoError | null {
+    return this.failure;
   }
 
   private async json(method: 'GET' | 'POST', path: string, body?: Record<string, unknown>): Promise<Record<string, unknown>> {

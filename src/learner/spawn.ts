@@ -45,6 +45,19 @@ export class SpawnedLearner extends HttpLearner {
     super(url, options);
   }
 
+  /** The learner's process id. */
+  get pid(): number | undefined {
+    return this.child.pid;
+  }
+
+  /** A connection that broke because the process died is reported as its death (exit status, stderr). */
+  protected override async explain(e: unknown): Promise<unknown> {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.exited, new Promise<void>((r) => { timer = setTimeout(r, 2000); })]);
+    clearTimeout(timer);
+    return this.failed ?? e;
+  }
+
   override async close(): Promise<void> {
     try {
       await super.close(true);
