@@ -74,8 +74,10 @@ class TinyModel:
         mapping.update({init: (p, True) for init, p in zip(mm, matmul)})
         for init, (p, tr) in mapping.items():
             t = self.onnx.tensors.get(init)
-            if t is None:
-                raise OnnxFormatError(f"{self.onnx.path}: no initializer {init}")
+            if t is None:  # torch.onnx merges equal initializers (an untrained export's norms)
+                raise OnnxFormatError(
+                    f"{self.onnx.path}: no initializer {init}; the learner rewrites initializers in place and "
+                    "needs one per weight (an export of untrained weights shares equal ones)")
             want = tuple(params[p].shape[::-1] if tr else params[p].shape)
             if t.data_type != 1 or t.dims != want:
                 raise OnnxFormatError(f"{self.onnx.path}: initializer {init} is dims {list(t.dims)} "

@@ -482,6 +482,17 @@ class CliTest(unittest.TestCase):
                 p.kill()
             p.communicate()
 
+    def test_sigterm_exits_cleanly(self):
+        p = spawn()
+        try:
+            self.assertIn('"listening"', p.stdout.readline())
+            p.send_signal(15)
+            self.assertEqual(p.wait(timeout=30), 0)
+        finally:
+            if p.poll() is None:
+                p.kill()
+            p.communicate()
+
     def test_refuses_to_start(self):
         cases = [(["--host", "0.0.0.0"], 2, "not a loopback address: give --token"),
                  (["--model", os.path.join(ROOT, "nope")], 1, "not a directory"),
