@@ -11,7 +11,8 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# model.py lives with the learner, which trains the same architecture (learner/mempo_learner)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "learner", "mempo_learner"))
 from model import Config, TinyLM, OnnxWrapper, hf_config, param_count  # noqa: E402
 
 

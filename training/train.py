@@ -44,6 +44,8 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+# model.py lives with the learner, which trains the same architecture (learner/mempo_learner)
+sys.path.insert(0, os.path.join(ROOT, "learner", "mempo_learner"))
 from model import Config, TinyLM, param_count  # noqa: E402
 
 OUT = os.path.join(HERE, "out")

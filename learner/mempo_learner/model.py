@@ -1,6 +1,6 @@
 """Tiny Llama-style decoder (RMSNorm, RoPE, SwiGLU, tied embeddings) for mempo-tiny.
 
-Shared by train.py and export.py. No dependency beyond torch.
+Shared by training/train.py, training/export.py and the learner (tiny.py). No dependency beyond torch.
 """
 import json
 import math
@@ -43,7 +43,7 @@ class RMSNorm(nn.Module):
 
 
 def rope_cos_sin(position_ids, head_dim, theta):
-    inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+    inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32, device=position_ids.device) / head_dim))
     freqs = position_ids.to(torch.float32).unsqueeze(-1) * inv  # [B, T, hd/2]
     emb = torch.cat([freqs, freqs], dim=-1)  # [B, T, hd]
     return emb.cos().unsqueeze(1), emb.sin().unsqueeze(1)  # [B, 1, T, hd]
@@ -54,8 +54,9 @@ def prev_token_bias(prev, self_):
     token itself when there is none (first token). Such a head is what an induction (copy)
     circuit is built on; a small model trained on a few million tokens does not find one by
     itself, so it never learns to copy names it has not memorised."""
-    zero = torch.zeros((), dtype=torch.float32)
-    return torch.where(prev, zero, torch.where(self_, torch.full((), -30.0), torch.full((), -1e9))).unsqueeze(1)
+    zero = torch.zeros((), dtype=torch.float32, device=prev.device)
+    return torch.where(prev, zero, torch.where(self_, torch.full_like(zero, -30.0),
+                                               torch.full_like(zero, -1e9))).unsqueeze(1)
 
 
 def rotate_half(x):
@@ -128,7 +129,7 @@ class TinyLM(nn.Module):
         causal = torch.ones(T, T, dtype=torch.bool, device=input_ids.device).tril()
         same = seg_ids.unsqueeze(2) == seg_ids.unsqueeze(1)  # [B, T, T]
         allowed = same & causal
-        bias = torch.zeros(allowed.shape, dtype=torch.float32).masked_fill(~allowed, -1e9).unsqueeze(1)
+        bias = torch.zeros(allowed.shape, dtype=torch.float32, device=allowed.device).masked_fill(~allowed, -1e9).unsqueeze(1)
         pb = self.prev_bias(seg_ids)
         for i, b in enumerate(self.blocks):
             x, _, _ = b(x, cos, sin, bias, prev_bias=pb if i == 0 else None)
@@ -139,7 +140,7 @@ class TinyLM(nn.Module):
         if self.c.prev_token_heads == 0:
             return None
         T = seg_ids.shape[1]
-        idx = torch.arange(T)
+        idx = torch.arange(T, device=seg_ids.device)
         same = seg_ids.unsqueeze(2) == seg_ids.unsqueeze(1)
         prev = same & (idx.unsqueeze(0) == idx.unsqueeze(1) - 1).unsqueeze(0)
         self_ = (idx.unsqueeze(0) == idx.unsqueeze(1)).unsqueeze(0).expand_as(prev)
@@ -154,18 +155,25 @@ class OnnxWrapper(nn.Module):
         self.lm = lm
 
     def forward(self, input_ids, attention_mask, position_ids, *past):
+        x, presents = self.hidden(input_ids, attention_mask, position_ids, *past)
+        return (self.lm.logits(x), *presents)
+
+    def hidden(self, input_ids, attention_mask, position_ids, *past):
+        """The last block's output (before the final norm) and the presents; the learner takes
+        the logits of the target positions only (lm.logits per row: the same math)."""
         c = self.lm.c
         T = input_ids.shape[1]
         S = attention_mask.shape[1]  # past + T
         P = S - T
         x = self.lm.embed(input_ids)
         cos, sin = rope_cos_sin(position_ids, c.head_dim, c.rope_theta)
-        q_pos = torch.arange(T, dtype=torch.int64).unsqueeze(1) + P  # [T,1]
-        k_pos = torch.arange(S, dtype=torch.int64).unsqueeze(0)  # [1,S]
+        dev = input_ids.device  # the learner runs this on CUDA too
+        q_pos = torch.arange(T, dtype=torch.int64, device=dev).unsqueeze(1) + P  # [T,1]
+        k_pos = torch.arange(S, dtype=torch.int64, device=dev).unsqueeze(0)  # [1,S]
         causal = k_pos <= q_pos  # [T,S]
         keep = causal.unsqueeze(0) & (attention_mask > 0).unsqueeze(1)  # [B,T,S]
-        bias = torch.where(keep, torch.zeros((), dtype=torch.float32),
-                           torch.full((), -1e9, dtype=torch.float32)).unsqueeze(1)
+        bias = torch.where(keep, torch.zeros((), dtype=torch.float32, device=dev),
+                           torch.full((), -1e9, dtype=torch.float32, device=dev)).unsqueeze(1)
         pb = None
         if c.prev_token_heads > 0:
             # padding is contiguous (left for generation, right for scoring), so the previous
@@ -177,7 +185,7 @@ class OnnxWrapper(nn.Module):
         for i, b in enumerate(self.lm.blocks):
             x, k, v = b(x, cos, sin, bias, past[2 * i], past[2 * i + 1], prev_bias=pb if i == 0 else None)
             presents += [k, v]
-        return (self.lm.logits(x), *presents)
+        return x, presents
 
 
 def hf_config(c: Config, extra=None):

@@ -1,0 +1,86 @@
+"""python -m mempo_learner --model DIR [--host 127.0.0.1] [--port 0] [--token T] [--seed S]
+[--device auto|cpu|cuda] [--dtype auto|fp32|bf16] [--threads N]
+
+Prints {"event": "listening", "url": ...} on stdout once it serves; logs to stderr."""
+import argparse
+import ipaddress
+import json
+import os
+import signal
+import sys
+import threading
+
+# deterministic cuBLAS needs this before CUDA starts (torch.use_deterministic_algorithms)
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def parse(argv):
+    ap = argparse.ArgumentParser(prog="python -m mempo_learner", description="mempo's torch reference learner (docs/learner.md)")
+    ap.add_argument("--model", required=True, help="model directory to start from (also the KL reference)")
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=0, help="0: any free port (the listening line names it)")
+    ap.add_argument("--token", default=None, help="bearer token (default: $MEMPO_LEARNER_TOKEN); required off loopback")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    ap.add_argument("--dtype", choices=["auto", "fp32", "bf16"], default="auto",
+                    help="auto: bf16 on a CUDA device that has it, else fp32; bf16 is CUDA only")
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch CPU threads")
+    a = ap.parse_args(argv)
+    a.token = a.token or os.environ.get("MEMPO_LEARNER_TOKEN") or None
+    if not is_loopback(a.host) and a.token is None:
+        ap.error(f"--host {a.host} is not a loopback address: give --token (or MEMPO_LEARNER_TOKEN)")
+    if a.threads < 1:
+        ap.error("--threads must be at least 1")
+    return a, ap
+
+
+def main(argv=None) -> int:
+    a, ap = parse(sys.argv[1:] if argv is None else argv)
+    import torch
+
+    from .learner import Learner
+    from .server import LearnerServer, log
+
+    torch.set_num_threads(a.threads)
+    if a.device == "cuda" and not torch.cuda.is_available():
+        ap.error("--device cuda: torch sees no CUDA device")
+    device = "cuda" if a.device == "cuda" or (a.device == "auto" and torch.cuda.is_available()) else "cpu"
+    if a.dtype == "bf16" and device != "cuda":
+        ap.error("--dtype bf16 needs a CUDA device")
+    dtype = a.dtype
+    if dtype == "auto":
+        dtype = "bf16" if device == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        learner = Learner(a.model, device=device, dtype=dtype, seed=a.seed)
+        server = LearnerServer((a.host, a.port), learner, a.token)
+    except (OSError, ValueError) as e:
+        log(f"error: {e}")
+        return 1
+    host, port = server.server_address[:2]
+    shown = f"[{host}]" if ":" in host else host
+    log(f"{learner.model.kind} from {a.model}: {learner.info()['parameters']} parameters on {device} ({dtype}), "
+        f"{a.threads} threads")
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown, daemon=True).start())
+    print(json.dumps({"event": "listening", "url": f"http://{shown}:{port}"}), flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    log("stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

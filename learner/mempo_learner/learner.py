@@ -1,0 +1,277 @@
+"""The learner's state (docs/learner.md): the trained policy, the frozen reference policy, AdamW,
+the pending forward that `backward` differentiates, and checkpoints."""
+import contextlib
+import math
+import os
+import shutil
+from typing import List, Optional, Tuple
+
+import numpy as np
+import torch
+
+from .hf import HfModel, is_hf
+from .tiny import TinyModel, is_tiny
+
+PROTOCOL = 1
+CHECKPOINT_FILE = "learner.pt"
+
+
+class LearnerError(Exception):
+    """An error answered to the client: code (docs/learner.md) and HTTP status."""
+
+    def __init__(self, code: str, message: str, status: int = 400):
+        super().__init__(message)
+        self.code, self.message, self.status = code, message, status
+
+
+def bad(message: str) -> LearnerError:
+    return LearnerError("bad_request", message, 400)
+
+
+def load_model(model_dir: str):
+    if not os.path.isdir(model_dir):
+        raise ValueError(f"--model {model_dir}: not a directory")
+    if is_tiny(model_dir):
+        return TinyModel(model_dir)
+    if is_hf(model_dir):
+        return HfModel(model_dir)
+    raise ValueError(f"--model {model_dir}: neither model.onnx with a mempo-tiny config.json "
+                     "(mempo_prev_token_heads) nor Hugging Face weights")
+
+
+def replace_dir(tmp: str, dest: str) -> None:
+    """Moves the whole tmp directory onto dest (an existing dest is replaced)."""
+    old = None
+    if os.path.exists(dest):
+        old = f"{dest}.old-{os.getpid()}"
+        shutil.rmtree(old, ignore_errors=True)
+        os.rename(dest, old)
+    os.rename(tmp, dest)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _number(p: dict, key: str, lo: float, hi: float = math.inf, lo_open: bool = False) -> float:
+    v = p.get(key)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise bad(f"optim_step: {key} must be a finite number, received {v!r}")
+    if v < lo or (lo_open and v == lo) or v > hi:
+        raise bad(f"optim_step: {key} = {v} is out of range")
+    return float(v)
+
+
+class Learner:
+    def __init__(self, model_dir: str, device: str = "cpu", dtype: str = "fp32", seed: int = 0,
+                 chunk_tokens: int = 16384):
+        self.device = torch.device(device)
+        self.dtype = dtype
+        self.seed = seed
+        self.chunk_tokens = chunk_tokens
+        torch.manual_seed(seed)
+        self.model = load_model(model_dir)
+        self.model.lm.to(self.device).train(False)  # no dropout in these models; eval semantics
+        self.params = [p for p in self.model.lm.parameters() if p.requires_grad]
+        self.opt = torch.optim.AdamW(self.params, lr=0.0)
+        self.reference_dir = os.path.abspath(model_dir)
+        self.reference = None
+        self.step = 0
+        self.next_id = 1
+        # (forward_id, logp size, tokens, [(chunk logp with its graph, where it goes in logp)])
+        self.pending: Optional[Tuple[int, int, int, List[Tuple[torch.Tensor, np.ndarray]]]] = None
+
+    def info(self) -> dict:
+        return {"protocol": PROTOCOL, "learner": f"mempo_learner (torch, {self.model.kind})",
+                "model": self.model.model_dir, "parameters": sum(p.numel() for p in self.params),
+                "device": str(self.device), "dtype": self.dtype, "step": self.step, "torch": torch.__version__}
+
+    def _policy(self, name: str):
+        if name == "current":
+            return self.model.lm
+        if name != "reference":
+            raise bad(f"forward: policy must be \"current\" or \"reference\", received {name!r}")
+        if self.reference is None:  # the starting weights, loaded again from their directory
+            ref = type(self.model)(self.reference_dir).lm.to(self.device).train(False)
+            self.reference = ref.requires_grad_(False)
+        return self.reference
+
+    def _autocast(self):
+        if self.dtype == "bf16":
+            return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def _chunks(self, lengths: np.ndarray) -> List[List[int]]:
+        """Samples longest first, grouped while (count x longest) stays within chunk_tokens."""
+        order = sorted(range(len(lengths)), key=lambda i: (-int(lengths[i]), i))
+        chunks: List[List[int]] = []
+        for i in order:
+            if chunks and (len(chunks[-1]) + 1) * int(lengths[chunks[-1][0]]) <= self.chunk_tokens:
+                chunks[-1].append(i)
+            else:
+                chunks.append([i])
+        return chunks
+
+    def _check_samples(self, ids, lengths, starts) -> None:
+        for name, a in (("ids", ids), ("lengths", lengths), ("target_start", starts)):
+            if a is None:
+                raise bad(f"forward: the frame has no tensor {name}")
+            if a.dtype != np.int32 or a.ndim != 1:
+                raise bad(f"forward: {name} must be I32 of rank 1, received {a.dtype} {list(a.shape)}")
+        if lengths.shape != starts.shape:
+            raise bad(f"forward: lengths [{lengths.size}] and target_start [{starts.size}] differ in size")
+        if int(lengths.astype(np.int64).sum()) != ids.size:
+            raise bad(f"forward: lengths sum to {int(lengths.astype(np.int64).sum())}, ids holds {ids.size}")
+        wrong = np.nonzero((starts < 1) | (starts >= lengths))[0]
+        if wrong.size:
+            i = int(wrong[0])
+            raise bad(f"forward: sample {i}: target_start {int(starts[i])} is not in [1, {int(lengths[i])})")
+        out = np.nonzero((ids < 0) | (ids >= self.model.vocab_size))[0]
+        if out.size:
+            raise bad(f"forward: ids[{int(out[0])}] = {int(ids[out[0]])} is not a token id (vocabulary {self.model.vocab_size})")
+
+    def forward(self, ids, lengths, starts, policy: str = "current", grad: bool = False):
+        """(forward_id, logp F32 [sum(lengths - starts)], tokens); with grad the graph is kept."""
+        if not isinstance(grad, bool):
+            raise bad(f"forward: grad must be true or false, received {grad!r}")
+        self._check_samples(ids, lengths, starts)
+        if grad and policy != "current":
+            raise bad("forward: grad is only for the current policy (the reference is frozen)")
+        lm = self._policy(policy)
+        begin = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
+        out_at = np.concatenate([[0], np.cumsum(lengths - starts, dtype=np.int64)])
+        logp = np.empty(int(out_at[-1]), dtype=np.float32)
+        pieces = []
+        for chunk in self._chunks(lengths):
+            T = int(lengths[chunk[0]])
+            tok = np.zeros((len(chunk), T), dtype=np.int64)
+            mask = np.zeros((len(chunk), T), dtype=np.int64)
+            rows, dest, tgt = [], [], []
+            for r, i in enumerate(chunk):
+                n, s = int(lengths[i]), int(starts[i])
+                tok[r, :n] = ids[begin[i]:begin[i] + n]
+                mask[r, :n] = 1
+                rows.append(r * T + np.arange(s - 1, n - 1))  # position p predicts token p + 1
+                tgt.append(tok[r, s:n])
+                dest.append(np.arange(out_at[i], out_at[i + 1]))
+            rows_t = torch.from_numpy(np.concatenate(rows)).to(self.device)
+            tgt_t = torch.from_numpy(np.concatenate(tgt)).to(self.device)
+            with torch.set_grad_enabled(grad), self._autocast():
+                logits = self.model.logits_at(lm, torch.from_numpy(tok).to(self.device),
+                                              torch.from_numpy(mask).to(self.device), rows_t)
+                lp = torch.log_softmax(logits.float(), dim=-1).gather(1, tgt_t.unsqueeze(1)).squeeze(1)
+            d = np.concatenate(dest)
+            logp[d] = lp.detach().to("cpu", torch.float32).numpy()
+            if grad:
+                pieces.append((lp, d))
+        fid = self.next_id
+        self.next_id += 1
+        if grad:
+            self.pending = (fid, logp.size, int(ids.size), pieces)
+        return fid, logp, int(ids.size)
+
+    def backward(self, forward_id, grad) -> int:
+        """Accumulates d(sum grad * logp)/d(params) for the pending forward, then releases it;
+        returns that forward's token count."""
+        if isinstance(forward_id, bool) or not isinstance(forward_id, int):
+            raise bad(f"backward: forward_id must be an integer, received {forward_id!r}")
+        if self.pending is None or self.pending[0] != forward_id:
+            last = "none pending" if self.pending is None else f"the pending one is {self.pending[0]}"
+            raise LearnerError("stale_forward", f"backward: forward_id {forward_id} is not the last forward "
+                               f"with grad that has not been back-propagated ({last})", 409)
+        fid, n, tokens, pieces = self.pending
+        if grad is None or grad.dtype != np.float32 or grad.ndim != 1 or grad.size != n:
+            what = "none" if grad is None else f"{grad.dtype} {list(grad.shape)}"
+            raise bad(f"backward: grad must be F32 [{n}] (forward {fid}'s logp), received {what}")
+        bad_at = np.nonzero(~np.isfinite(grad))[0]
+        if bad_at.size:
+            raise bad(f"backward: grad[{int(bad_at[0])}] = {grad[bad_at[0]]} is not finite")
+        self.pending = None
+        if pieces:
+            gs = [torch.from_numpy(grad[d]).to(self.device) for _, d in pieces]
+            torch.autograd.backward([lp for lp, _ in pieces], gs)
+        return tokens
+
+    def optim_step(self, p: dict) -> float:
+        """Clips (max_grad_norm 0: none), one AdamW step, zeroes the gradients; the norm before clipping."""
+        if not isinstance(p, dict):
+            raise bad("optim_step: the body must be a JSON object")
+        lr = _number(p, "lr", 0.0)
+        wd = _number(p, "weight_decay", 0.0)
+        clip = _number(p, "max_grad_norm", 0.0)
+        eps = _number(p, "eps", 0.0, lo_open=True)
+        betas = p.get("betas")
+        if not isinstance(betas, list) or len(betas) != 2:
+            raise bad(f"optim_step: betas must be [b1, b2], received {betas!r}")
+        b1 = _number({"betas[0]": betas[0]}, "betas[0]", 0.0, 1.0)
+        b2 = _number({"betas[1]": betas[1]}, "betas[1]", 0.0, 1.0)
+        if b1 >= 1.0 or b2 >= 1.0:
+            raise bad(f"optim_step: betas {betas} must be below 1")
+        self.pending = None  # its graph holds the weights this step replaces
+        norm = float(torch.nn.utils.clip_grad_norm_(self.params, clip if clip > 0 else math.inf))
+        if not math.isfinite(norm):
+            self.opt.zero_grad(set_to_none=True)
+            raise bad(f"optim_step: the accumulated gradient norm is {norm}; no step taken, gradients zeroed")
+        for g in self.opt.param_groups:
+            g.update(lr=lr, weight_decay=wd, betas=(b1, b2), eps=eps)
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        self.step += 1
+        return norm
+
+    def _atomic_dir(self, dest, write) -> str:
+        if not isinstance(dest, str) or not dest:
+            raise bad(f"dir must be a non-empty string, received {dest!r}")
+        dest = os.path.abspath(dest)
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        tmp = f"{dest}.tmp-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            os.makedirs(tmp)
+            write(tmp)
+            replace_dir(tmp, dest)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return dest
+
+    def save_weights(self, dest) -> str:
+        return self._atomic_dir(dest, self.model.save)
+
+    def save_checkpoint(self, dest) -> str:
+        def write(tmp):
+            self.model.save(tmp)
+            state = {"format": 1, "optimizer": self.opt.state_dict(), "rng": torch.get_rng_state(),
+                     "step": self.step, "seed": self.seed, "reference_dir": self.reference_dir}
+            if self.device.type == "cuda":
+                state["cuda_rng"] = torch.cuda.get_rng_state(self.device)
+            torch.save(state, os.path.join(tmp, CHECKPOINT_FILE))
+        return self._atomic_dir(dest, write)
+
+    def load_checkpoint(self, src) -> str:
+        if not isinstance(src, str) or not os.path.isfile(os.path.join(src, CHECKPOINT_FILE)):
+            raise bad(f"load_checkpoint: {src!r} is not a checkpoint directory (no {CHECKPOINT_FILE})")
+        # a pickle, trusted as torch checkpoints are (torch 1.13's weights_only loader rejects floats)
+        state = torch.load(os.path.join(src, CHECKPOINT_FILE), map_location="cpu")
+        if not isinstance(state, dict) or state.get("format") != 1:
+            raise bad(f"load_checkpoint: {src}/{CHECKPOINT_FILE} is not a mempo_learner checkpoint")
+        try:
+            weights = type(self.model)(src).lm.state_dict()
+        except (OSError, ValueError) as e:
+            raise bad(f"load_checkpoint: {src}: {e}") from None
+        mine = self.model.lm.state_dict()
+        for k, v in mine.items():  # check all before replacing anything
+            if k not in weights or weights[k].shape != v.shape:
+                raise bad(f"load_checkpoint: {src}: weight {k} is missing or of another shape")
+        groups = state["optimizer"].get("param_groups", [])
+        if sum(len(g["params"]) for g in groups) != len(self.params):
+            raise bad(f"load_checkpoint: {src}: the optimiser state is for another model")
+        self.model.lm.load_state_dict(weights)
+        self.opt.load_state_dict(state["optimizer"])
+        self.opt.zero_grad(set_to_none=True)
+        torch.set_rng_state(state["rng"])
+        if "cuda_rng" in state and self.device.type == "cuda":
+            torch.cuda.set_rng_state(state["cuda_rng"], self.device)
+        self.step, self.seed = int(state["step"]), int(state["seed"])
+        if state["reference_dir"] != self.reference_dir:
+            self.reference_dir, self.reference = state["reference_dir"], None
+        self.pending = None
+        return os.path.abspath(src)
+
