@@ -64,13 +64,13 @@ export { HttpCompletionsBackend, CompletionsBackendError } from './engines/http/
 export { connectCompletionsServers } from './engines/http/connect';
 export { ScriptedGenerator } from './engines/scripted';
 export { createRng } from './rng';
-export type { LoadOptions, ForwardInput, ForwardOutput } from './engines/local/causal-lm';
+export type { LoadOptions, ForwardInput, ForwardOutput, ReloadResult } from './engines/local/causal-lm';
 export type { ChatMessage, ChatTemplateOptions } from './engines/local/tokenizer';
 export type { GenerateOptions, GenerationResult, GenerationStats, FinishReason, PromptInput } from './engines/local/generate';
 export type { ScoreItem, ScoreOptions, ScoreStats } from './engines/local/scorer';
 export type { SamplingParams } from './engines/local/sampler';
 export type { ModelConfig, ModelIO } from './engines/local/model-dir';
-export type { HttpCompletionsOptions, CompletionsApi, BackendStats } from './engines/http/client';
+export type { HttpCompletionsOptions, CompletionsApi, BackendStats, WeightUpdateResult } from './engines/http/client';
 export type { ServerBackendConfig } from './engines/http/connect';
 export type { Rng } from './rng';
 

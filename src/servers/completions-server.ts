@@ -22,6 +22,9 @@
  *     input_token_logprobs?, output_token_logprobs? } }, or an array of those (one per prompt and
  *     sample) for a batch of prompts or n > 1. input_token_logprobs cover the prompt from
  *     logprob_start_len (default: the last token) as [logprob, id, text | null], the first null.
+ *   POST /update_weights_from_disk { model_path, load_format?, abort_all_requests? } → SGLang's
+ *     { success, message, num_paused_requests } (200, or 400 with the old weights kept): the model
+ *     takes another directory's weights (src/servers/weight-update.ts)
  *   GET /v1/models → { object: 'list', data: [{ id, object: 'model', max_model_len }] }
  *   GET /get_model_info, GET /health
  *
@@ -42,6 +45,7 @@ import { CompletionsHandlers } from './completions-handlers';
 import { parseCompletionRequest, parseGenerateRequest, type Limits } from './completions-requests';
 import { listenOn, readBody, RequestError, sendJson } from './http';
 import { Limiter } from './limiter';
+import { updateWeightsFromDisk, WeightGate } from './weight-update';
 
 export { RequestError };
 export { parseCompletionRequest, parseGenerateRequest, type CompletionRequest, type GenerateRequest } from './completions-requests';
@@ -69,7 +73,7 @@ export interface CompletionsServerOptions {
   maxTokens?: number;
 }
 
-const API_PATHS = new Set(['/v1/completions', '/generate']);
+const API_PATHS = new Set(['/v1/completions', '/generate', '/update_weights_from_disk']);
 
 /** The OpenAI-style error body; `type` follows the status. */
 function sendError(res: http.ServerResponse, status: number, message: string): void {
@@ -83,14 +87,17 @@ export function createCompletionsServer(model: LocalModel, options: CompletionsS
   const maxBody = options.maxBodyBytes ?? D.maxBodyBytes;
   const limits: Limits = { vocabSize: config.vocabSize, maxN: options.maxN ?? D.maxN, maxTokens: options.maxTokens ?? config.maxPositions, maxPositions: config.maxPositions };
   const limiter = new Limiter(Math.max(1, options.maxConcurrency ?? D.maxConcurrency), Math.max(0, options.maxQueue ?? D.maxQueue));
-  /** A parsed request, run in its turn of the queue; `signal` aborts when its client goes away. */
-  const handle = (path: string, text: string, signal: AbortSignal): Promise<unknown> => {
+  const gate = new WeightGate();
+  /** A parsed request, run after any weight update in progress, in its turn of the queue; `ctl` aborts when its client goes away. */
+  const handle = (path: string, text: string, ctl: AbortController): Promise<{ status: number; payload: unknown }> => {
+    if (path === '/update_weights_from_disk') return updateWeightsFromDisk(model, gate, text);
+    const ok = (payload: unknown) => ({ status: 200, payload });
     if (path === '/generate') {
       const r = parseGenerateRequest(text, limits);
-      return limiter.run((s) => handlers.generate(r, s), signal);
+      return gate.run(ctl, () => limiter.run((s) => handlers.generate(r, s), ctl.signal)).then(ok);
     }
     const r = parseCompletionRequest(text, limits);
-    return limiter.run((s) => handlers.complete(r, s), signal);
+    return gate.run(ctl, () => limiter.run((s) => handlers.complete(r, s), ctl.signal)).then(ok);
   };
   return http.createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0] ?? '/';
@@ -102,10 +109,12 @@ export function createCompletionsServer(model: LocalModel, options: CompletionsS
       if (!res.writableEnded) gone.abort();
     });
     readBody(req, maxBody)
-      .then((text) => handle(path, text, gone.signal))
-      .then((payload) => sendJson(res, 200, payload))
-      .catch((e: unknown) => {
+      .then((text) => handle(path, text, gone))
+      .then(({ status, payload }) => sendJson(res, status, payload))
+      .catch((err: unknown) => {
         if (res.headersSent || res.destroyed) return;
+        // Aborted by a weight update (abort_all_requests): its reason is the answer, even while queued.
+        const e = gone.signal.aborted && gone.signal.reason instanceof RequestError ? gone.signal.reason : err;
         if (e instanceof RequestError) sendError(res, e.status, e.message);
         else sendError(res, 500, `model failed: ${(e as Error).message}`);
       });
@@ -118,7 +127,7 @@ function serveInfo(req: http.IncomingMessage, res: http.ServerResponse, path: st
   if (path === '/v1/models') return get({ object: 'list', data: [{ id: modelName, object: 'model', owned_by: 'mempo', max_model_len: maxPositions }] });
   if (path === '/get_model_info') return get({ model_path: modelName, tokenizer_path: modelName, is_generation: true });
   if (path === '/health') return get({});
-  sendError(res, 404, `no such endpoint ${path}; use POST /v1/completions, POST /generate or GET /v1/models`);
+  sendError(res, 404, `no such endpoint ${path}; use POST /v1/completions, POST /generate, POST /update_weights_from_disk or GET /v1/models`);
 }
 
 /** Listens on host:port (port 0 picks a free one); resolves to the base URL (http://host:port). */

@@ -13,10 +13,17 @@
  *     return_text_in_logprobs), input_token_logprobs from logprob_start_len with a null first
  *     log-prob; a bare object for one prompt with n = 1, else a list.
  * Stricter than SGLang on purpose: unknown top-level fields are refused (400) rather than ignored.
+ * POST /update_weights_from_disk as python/sglang/srt/entrypoints/http_server.py serves it, the body
+ * checked against io_struct.py UpdateWeightFromDiskReqInput (model_path required; a missing or
+ * mistyped field is FastAPI's 422 { detail: [{ type, loc, msg }] }); a directory without
+ * config.json fails to load: 400 { success: false, message, num_paused_requests: 0 }, else 200
+ * { success: true, ... } and GET /get_model_info reports the new model_path.
  * Completions are canned (`FakeModel.complete`), cut where SGLang stops (see `cutCanned`); the
  * matched stop string is trimmed from `text` unless no_stop_trim.
  */
-import { BadRequest, cutCanned, serveJson, type FakeModel, type FakeServer } from './vllm-fake';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { Answer, BadRequest, cutCanned, serveJson, type FakeModel, type FakeServer } from './vllm-fake';
 
 const TOP_LEVEL = new Set(['text', 'input_ids', 'sampling_params', 'return_logprob', 'logprob_start_len', 'top_logprobs_num', 'return_text_in_logprobs', 'stream', 'rid', 'model']);
 const SAMPLING = new Set([
@@ -92,12 +99,45 @@ function generate(b: Record<string, unknown>, m: FakeModel): unknown {
   return batch || n > 1 ? out : out[0];
 }
 
+/** UpdateWeightFromDiskReqInput (with BaseReq's rid): each field's check, the JSON types pydantic accepts. */
+const UPDATE_FIELDS: Record<string, [string, (v: unknown) => boolean]> = {
+  model_path: ['string_type', (v) => typeof v === 'string'],
+  load_format: ['string_type', (v) => v === null || typeof v === 'string'],
+  abort_all_requests: ['bool_type', (v) => typeof v === 'boolean'],
+  weight_version: ['string_type', (v) => v === null || typeof v === 'string'],
+  is_async: ['bool_type', (v) => typeof v === 'boolean'],
+  torch_empty_cache: ['bool_type', (v) => typeof v === 'boolean'],
+  keep_pause: ['bool_type', (v) => typeof v === 'boolean'],
+  recapture_cuda_graph: ['bool_type', (v) => typeof v === 'boolean'],
+  token_step: ['int_type', isInt],
+  flush_cache: ['bool_type', (v) => typeof v === 'boolean'],
+  manifest: ['dict_type', (v) => v === null || (typeof v === 'object' && !Array.isArray(v))],
+  rid: ['string_type', (v) => v === null || typeof v === 'string'],
+};
+
+function updateWeights(b: Record<string, unknown>, state: { modelPath: string }): Answer {
+  for (const k of Object.keys(b)) if (!(k in UPDATE_FIELDS)) throw new BadRequest(`unknown field "${k}" (SGLang would ignore it)`);
+  const detail: unknown[] = [];
+  if (b['model_path'] === undefined) detail.push({ type: 'missing', loc: ['body', 'model_path'], msg: 'Field required', input: b });
+  for (const [k, [type, ok]] of Object.entries(UPDATE_FIELDS)) {
+    if (b[k] !== undefined && !ok(b[k])) detail.push({ type, loc: ['body', k], msg: `Input should be a valid ${type.replace('_type', '')}`, input: b[k] });
+  }
+  if (detail.length > 0) return new Answer(422, { detail });
+  const path = b['model_path'] as string;
+  if (!existsSync(join(path, 'config.json'))) return new Answer(400, { success: false, message: `Failed to get weights iterator: ${path} has no config.json.`, num_paused_requests: 0 });
+  state.modelPath = path;
+  return new Answer(200, { success: true, message: 'Succeeded to update model weights.', num_paused_requests: 0 });
+}
+
 export function startSglangFake(m: FakeModel, options: { modelPath?: string; maxModelLen?: number } = {}): Promise<FakeServer> {
   const name = options.modelPath ?? 'fake-model';
+  const state = { modelPath: name };
   return serveJson((path, method, body) => {
+    if (path === '/update_weights_from_disk' && method === 'POST') return updateWeights(body!, state);
+    if (path === '/get_model_info' && method === 'GET') return { model_path: state.modelPath, tokenizer_path: name, is_generation: true };
     // SGLang's OpenAI-compatible /v1/models lists the served model with its context length.
     if (path === '/v1/models' && method === 'GET') return { object: 'list', data: [{ id: name, object: 'model', created: 0, owned_by: 'sglang', root: name, max_model_len: options.maxModelLen ?? 4096 }] };
     if (path === '/generate' && method === 'POST') return generate(body!, m);
     throw new BadRequest(`no route ${method} ${path}`);
-  }, [], ['/generate']);
+  }, [], ['/generate', '/update_weights_from_disk']);
 }

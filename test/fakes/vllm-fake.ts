@@ -79,6 +79,11 @@ function isIntList(v: unknown): boolean { return Array.isArray(v) && v.every(isI
 
 export class BadRequest extends Error {}
 
+/** A handler's answer with a status other than 200 (SGLang's 400 { success: false }, FastAPI's 422). */
+export class Answer {
+  constructor(readonly status: number, readonly payload: unknown) {}
+}
+
 function checkRequest(b: Record<string, unknown>, m: FakeModel, maxModelLen: number): number[][] {
   for (const [k, v] of Object.entries(b)) {
     const check = FIELDS[k];
@@ -206,7 +211,9 @@ export function serveJson(handle: (path: string, method: string, body: Record<st
           body = parsed as Record<string, unknown>;
           if (apiPaths.includes(path)) requests.push(body);
         }
-        send(200, handle(path, req.method ?? 'GET', body));
+        const out = handle(path, req.method ?? 'GET', body);
+        if (out instanceof Answer) send(out.status, out.payload);
+        else send(200, out);
       } catch (e) {
         const bad = e instanceof BadRequest || e instanceof SyntaxError;
         send(bad ? 400 : 500, { error: { message: (e as Error).message, type: bad ? 'BadRequestError' : 'InternalServerError', param: null, code: bad ? 400 : 500 } });

@@ -27,10 +27,12 @@ import { groupJobs, planScoring, scoreGroup, scoringItemName } from './scoring';
 import { sglangDialect } from './sglang';
 import { endpointUrl } from './url';
 import { vllmDialect } from './vllm';
+import { updateWeightsFromDisk, type WeightUpdateResult } from './weights';
 
 export { CompletionsBackendError } from './errors';
 export { COMPLETIONS_APIS, type CompletionsApi, type HttpCompletionsOptions } from './options';
 export type { EndpointStats } from './pool';
+export type { WeightUpdateResult } from './weights';
 export { endpointUrl, serverBaseUrl } from './url';
 
 export interface BackendStats {
@@ -69,6 +71,7 @@ export class HttpCompletionsBackend implements Generator, TargetScorer {
   private readonly dialect: CompletionsDialect;
   private readonly scoreBatchSize: number;
   private readonly sendSeed: boolean;
+  private readonly http: { timeoutMs: number; fetch: typeof fetch };
   private readonly counts = { failedGenerations: 0, failedItems: 0, generationRequests: 0, scoringRequests: 0, scoredItems: 0 };
 
   constructor(urls: readonly string[], options: HttpCompletionsOptions) {
@@ -82,6 +85,17 @@ export class HttpCompletionsBackend implements Generator, TargetScorer {
     this.dialect = o.api === 'sglang' ? sglangDialect(eos) : vllmDialect(this.model, eos, options.modelAliases ?? []);
     this.scoreBatchSize = o.scoreBatchSize;
     this.sendSeed = o.sendSeed;
+    this.http = { timeoutMs: o.pool.timeoutMs, fetch: o.pool.fetch };
+  }
+
+  /**
+   * Every endpoint takes the weights of `modelPath` (a directory on the servers' machine): SGLang's
+   * POST /update_weights_from_disk, served by SGLang and `mempo serve`, all endpoints in
+   * parallel with the request timeout. Throws ERR_SERVER naming each endpoint that failed and its
+   * message (vLLM has no such endpoint: see docs/servers.md "Taking new weights").
+   */
+  updateWeightsFromDisk(modelPath: string): Promise<WeightUpdateResult[]> {
+    return updateWeightsFromDisk(this.pool.urls, modelPath, { api: this.api, ...this.http });
   }
 
   /** The endpoint URLs (normalised to .../v1/completions or .../generate). */

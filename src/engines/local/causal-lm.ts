@@ -5,8 +5,9 @@
  */
 import { MempoError } from '../../errors';
 import { invalidArgument } from './errors';
-import { checkModelIO, locateModelFiles, readModelConfig, type ModelConfig, type ModelIO } from './model-dir';
+import { locateModelFiles, readModelConfig, type ModelConfig, type ModelFiles, type ModelIO } from './model-dir';
 import { getOrt, type ExecutionProvider, type OrtSession, type OrtTensor, type SessionOptions } from './ort';
+import { checkReloadable, openSession, SessionSlot, tokenizerHashes } from './reload';
 import { KVCache } from './kv-cache';
 import { Tokenizer } from './tokenizer';
 import { generate } from './generate';
@@ -39,18 +40,40 @@ export interface LoadOptions {
   tokenizer?: boolean | Tokenizer;
 }
 
+/** What `reload` reports: the ONNX file now in use and how long the swap took. */
+export interface ReloadResult {
+  modelPath: string;
+  ms: number;
+}
+
 export class CausalLM implements ForwardModel {
-  private session: OrtSession | undefined;
+  private slot: SessionSlot | undefined;
+  private files: ModelFiles;
+  /** Reloads run one after another, in call order. */
+  private reloads: Promise<unknown> = Promise.resolve();
 
   private constructor(
-    readonly dir: string,
-    readonly modelPath: string,
+    files: ModelFiles,
     readonly config: ModelConfig,
     readonly io: ModelIO,
     session: OrtSession,
     readonly tokenizer: Tokenizer | undefined,
+    private readonly options: LoadOptions,
+    /** sha256 of the tokenizer files the model was loaded with (none without a tokenizer). */
+    private readonly tokenizerFiles: Map<string, string> | undefined,
   ) {
-    this.session = session;
+    this.files = files;
+    this.slot = new SessionSlot(session, files.modelPath);
+  }
+
+  /** The model directory (the last one reloaded from). */
+  get dir(): string {
+    return this.files.dir;
+  }
+
+  /** The ONNX file new calls run on. */
+  get modelPath(): string {
+    return this.files.modelPath;
   }
 
   /**
@@ -64,31 +87,7 @@ export class CausalLM implements ForwardModel {
     let tokenizer: Tokenizer | undefined;
     if (options.tokenizer instanceof Tokenizer) tokenizer = options.tokenizer;
     else if (options.tokenizer !== false) tokenizer = await Tokenizer.load(files.dir);
-    const ort = getOrt();
-    let session: OrtSession;
-    try {
-      session = await ort.InferenceSession.create(files.modelPath, {
-        ...options.sessionOptions,
-        executionProviders: options.executionProviders ?? options.sessionOptions?.executionProviders ?? ['cpu'],
-      });
-    } catch (err) {
-      throw new MempoError('ERR_MODEL_IO', `ONNX Runtime could not open ${files.modelPath}: ${(err as Error).message}`);
-    }
-    let io: ModelIO;
-    try {
-      const s = session as OrtSession & { inputMetadata?: unknown; outputMetadata?: unknown };
-      io = checkModelIO(
-        files.modelPath,
-        config,
-        session.inputNames,
-        session.outputNames,
-        Array.isArray(s.inputMetadata) ? s.inputMetadata : undefined,
-        Array.isArray(s.outputMetadata) ? s.outputMetadata : undefined,
-      );
-    } catch (err) {
-      await session.release();
-      throw err;
-    }
+    const { session, io } = await openSession(files.modelPath, config, options);
     if (tokenizer !== undefined && tokenizer.size > config.vocabSize) {
       await session.release();
       throw new MempoError(
@@ -96,7 +95,65 @@ export class CausalLM implements ForwardModel {
         `The tokenizer in ${tokenizer.dir} has ${tokenizer.size} ids but the model's vocab_size is ${config.vocabSize}`,
       );
     }
-    return new CausalLM(files.dir, files.modelPath, config, io, session, tokenizer);
+    const hashes = tokenizer === undefined ? undefined : tokenizerHashes(tokenizer.dir);
+    return new CausalLM(files, config, io, session, tokenizer, options, hashes);
+  }
+
+  /**
+   * Takes the weights of another model directory with the same architecture and tokenizer (the
+   * learner's `saveWeights`, docs/learner.md): a new ORT session of its ONNX file serves every
+   * call that starts after this resolves; calls in flight finish on the old session, which is
+   * released after the last of them. On any error (missing file, another architecture or
+   * tokenizer, a graph ORT refuses) the old weights stay in use.
+   */
+  reload(dir: string): Promise<ReloadResult> {
+    const run = this.reloads.then(() => this.swap(dir));
+    this.reloads = run.catch(() => undefined);
+    return run;
+  }
+
+  private async swap(dir: string): Promise<ReloadResult> {
+    const t0 = performance.now();
+    if (typeof dir !== 'string' || dir.length === 0) throw invalidArgument('a model directory path', 'dir', dir);
+    if (this.slot === undefined) throw new MempoError('ERR_DISPOSED', `The model ${this.modelPath} has been disposed`);
+    const files = locateModelFiles(dir, this.options.modelFile);
+    const config = readModelConfig(files);
+    const loaded = { config: this.config, io: this.io, tokenizer: this.tokenizerFiles };
+    checkReloadable(files.dir, loaded, { config, io: this.io });
+    const { session, io } = await openSession(files.modelPath, this.config, this.options);
+    try {
+      checkReloadable(files.dir, loaded, { config, io });
+    } catch (err) {
+      await session.release();
+      throw err;
+    }
+    const old = this.slot;
+    if (old === undefined) {
+      await session.release();
+      throw new MempoError('ERR_DISPOSED', `The model ${this.modelPath} was disposed during the reload from ${files.dir}`);
+    }
+    this.slot = new SessionSlot(session, files.modelPath);
+    this.files = files;
+    await old.retire();
+    return { modelPath: files.modelPath, ms: performance.now() - t0 };
+  }
+
+  /** The current session, held for the whole of `fn` (a reload meanwhile does not release it). */
+  private pinned<T>(fn: (model: ForwardModel) => Promise<T>): Promise<T> {
+    const slot = this.slot;
+    if (slot === undefined) return Promise.reject(new MempoError('ERR_DISPOSED', `The model ${this.modelPath} has been disposed`));
+    return slot.use((session) =>
+      fn({
+        modelPath: slot.modelPath,
+        config: this.config,
+        io: this.io,
+        tokenizer: this.tokenizer,
+        padTokenId: this.padTokenId,
+        eosTokenIds: this.eosTokenIds,
+        forward: (input) => this.run(session, slot.modelPath, input),
+        emptyCache: (batch) => this.emptyCache(batch),
+      }),
+    );
   }
 
   /** Id used to fill padding positions (never attended to). */
@@ -112,9 +169,11 @@ export class CausalLM implements ForwardModel {
   }
 
   /** One forward pass. Low level: shapes are the caller's responsibility. */
-  async forward(input: ForwardInput): Promise<ForwardOutput> {
-    const session = this.session;
-    if (session === undefined) throw new MempoError('ERR_DISPOSED', `The model ${this.modelPath} has been disposed`);
+  forward(input: ForwardInput): Promise<ForwardOutput> {
+    return this.pinned((m) => m.forward(input));
+  }
+
+  private async run(session: OrtSession, modelPath: string, input: ForwardInput): Promise<ForwardOutput> {
     const ort = getOrt();
     const { batch, seqLen, past } = input;
     const total = past.length + seqLen;
@@ -134,13 +193,13 @@ export class CausalLM implements ForwardModel {
       : ['logits'];
     const out = await session.run(feeds, fetches);
     const logitsT = out['logits'] as OrtTensor | undefined;
-    if (logitsT === undefined) throw new MempoError('ERR_MODEL_IO', `${this.modelPath} returned no logits`);
+    if (logitsT === undefined) throw new MempoError('ERR_MODEL_IO', `${modelPath} returned no logits`);
     const V = this.config.vocabSize;
     const dims = logitsT.dims;
     if (dims.length !== 3 || dims[0] !== batch || dims[1] !== seqLen || dims[2] !== V) {
       throw new MempoError(
         'ERR_MODEL_IO',
-        `${this.modelPath} returned logits of shape [${dims.join(', ')}], expected [${batch}, ${seqLen}, ${V}]`,
+        `${modelPath} returned logits of shape [${dims.join(', ')}], expected [${batch}, ${seqLen}, ${V}]`,
       );
     }
     let present: KVCache | undefined;
@@ -151,7 +210,7 @@ export class CausalLM implements ForwardModel {
       if (d[0] !== batch || d[1] !== this.config.numKvHeads || d[2] !== total || d[3] !== this.config.headDim) {
         throw new MempoError(
           'ERR_MODEL_IO',
-          `${this.modelPath} returned ${this.io.presentKeyNames[0]} of shape [${d.join(', ')}], expected ` +
+          `${modelPath} returned ${this.io.presentKeyNames[0]} of shape [${d.join(', ')}], expected ` +
             `[${batch}, ${this.config.numKvHeads}, ${total}, ${this.config.headDim}]`,
         );
       }
@@ -189,7 +248,7 @@ export class CausalLM implements ForwardModel {
 
   /** `generate`, also returning the statistics of this call alone (safe with concurrent calls). */
   async generateWithStats(prompts: readonly PromptInput[], options: GenerateOptions): Promise<GenerationWithStats> {
-    const out = await generate(this, prompts, options);
+    const out = await this.pinned((m) => generate(m, prompts, options));
     this.lastGenerationStats = out.stats;
     return out;
   }
@@ -215,14 +274,15 @@ export class CausalLM implements ForwardModel {
 
   /** `scoreTargets`, also returning the statistics of this call alone (safe with concurrent calls). */
   async scoreTargetsWithStats(items: readonly ScoreItem[], options: ScoreOptions = {}): Promise<ScoresWithStats> {
-    const out = await scoreTargets(this, items, options);
+    const out = await this.pinned((m) => scoreTargets(m, items, options));
     this.lastScoreStats = out.stats;
     return out;
   }
 
+  /** Releases the session once the calls in flight have finished; later calls fail with ERR_DISPOSED. */
   async dispose(): Promise<void> {
-    const s = this.session;
-    this.session = undefined;
-    if (s !== undefined) await s.release();
+    const s = this.slot;
+    this.slot = undefined;
+    if (s !== undefined) await s.retire();
   }
 }

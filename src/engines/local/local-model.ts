@@ -1,6 +1,6 @@
 /** The embedded runtime (ONNX Runtime `CausalLM`) as the pipeline's `Generator` + `TargetScorer`. */
 import type { GenerateParams, GenerationOutput, GenerationRequest, Generator, ScoringItem, TargetScorer, TextCodec } from '../../contracts';
-import { CausalLM, type LoadOptions } from './causal-lm';
+import { CausalLM, type LoadOptions, type ReloadResult } from './causal-lm';
 import { resolveProtocolIds } from '../../protocol/special-ids';
 
 export interface LocalModelOptions {
@@ -20,6 +20,15 @@ export class LocalModel implements Generator, TargetScorer {
   /** Loads a model directory (ONNX + tokenizer), e.g. the embedded `models/mempo-tiny`. */
   static async load(dir: string, options: LocalModelOptions & { load?: LoadOptions } = {}): Promise<LocalModel> {
     return new LocalModel(await CausalLM.load(dir, options.load ?? {}), options);
+  }
+
+  /**
+   * Takes the weights of another model directory with the same architecture and tokenizer (the
+   * learner's `saveWeights`): calls in flight finish on the old weights, later ones use the new
+   * (`CausalLM.reload`). On error the old weights stay in use.
+   */
+  reload(dir: string): Promise<ReloadResult> {
+    return this.model.reload(dir);
   }
 
   /** Releases the ONNX session. */

@@ -1,0 +1,133 @@
+/**
+ * Weight sync for `CausalLM.reload` (docs/learner.md: the learner writes the same graph with new
+ * initializer bytes after each optimiser step): the checks that a new model directory fits the
+ * loaded one, and the reference-counted ORT session that lets calls in flight finish on the old
+ * weights while new calls take the new ones.
+ *
+ * A whole new session is built from the new model.onnx: measured on models/mempo-tiny, building a
+ * session from the graph plus ORT's in-memory external data (`externalData`) was no faster than
+ * from the file (session creation, not reading, dominates), so no graph surgery is done.
+ */
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { MempoError } from '../../errors';
+import { checkModelIO, type ModelConfig, type ModelIO } from './model-dir';
+import { getOrt, type ExecutionProvider, type OrtSession, type SessionOptions } from './ort';
+
+/** A session and the calls using it; once retired it is released when the last call ends. */
+export class SessionSlot {
+  private users = 0;
+  private retired = false;
+  constructor(readonly session: OrtSession, readonly modelPath: string) {}
+
+  /** Runs `fn` with this session held: a retire meanwhile waits for it before releasing. */
+  async use<T>(fn: (session: OrtSession) => Promise<T>): Promise<T> {
+    this.users++;
+    try {
+      return await fn(this.session);
+    } finally {
+      this.users--;
+      if (this.retired && this.users === 0) await this.session.release();
+    }
+  }
+
+  /** No new call takes this session; it is released now if unused, else after the last call. */
+  async retire(): Promise<void> {
+    if (this.retired) return;
+    this.retired = true;
+    if (this.users === 0) await this.session.release();
+  }
+}
+
+/** The files whose bytes must not change across a reload: the token ids mean the same text. */
+const TOKENIZER_FILES = ['tokenizer.json', 'tokenizer_config.json'];
+
+/** sha256 of each tokenizer file present in `dir` (absent files are left out). */
+export function tokenizerHashes(dir: string): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const name of TOKENIZER_FILES) {
+    const p = join(dir, name);
+    if (existsSync(p)) out.set(name, createHash('sha256').update(readFileSync(p)).digest('hex'));
+  }
+  return out;
+}
+
+/** config.json's architecture fields (and the ids that end or pad a sequence), by their config.json names. */
+const ARCHITECTURE: [string, (c: ModelConfig) => unknown][] = [
+  ['vocab_size', (c) => c.vocabSize],
+  ['num_hidden_layers', (c) => c.numLayers],
+  ['num_attention_heads', (c) => c.raw['num_attention_heads'] ?? c.raw['n_head']],
+  ['num_key_value_heads', (c) => c.numKvHeads],
+  ['hidden_size', (c) => c.raw['hidden_size'] ?? c.raw['n_embd']],
+  ['head_dim', (c) => c.headDim],
+  ['max_position_embeddings', (c) => c.maxPositions],
+  ['eos_token_id', (c) => JSON.stringify([...c.eosTokenIds].sort((a, b) => a - b))],
+  ['pad_token_id', (c) => c.padTokenId],
+];
+
+/**
+ * Throws ERR_MODEL_CONFIG naming the first field or file where `dir` differs from the loaded
+ * model: an architecture field of config.json, the ONNX inputs, or a tokenizer file's bytes.
+ * `tokenizer` undefined: the model was loaded without one, so no tokenizer file is compared.
+ */
+export function checkReloadable(
+  dir: string,
+  loaded: { config: ModelConfig; io: ModelIO; tokenizer: Map<string, string> | undefined },
+  next: { config: ModelConfig; io: ModelIO },
+): void {
+  const fail = (what: string) => new MempoError('ERR_MODEL_CONFIG', `Cannot reload from ${dir}: ${what}; a reload keeps the architecture and the tokenizer (load a new model instead)`);
+  for (const [field, get] of ARCHITECTURE) {
+    const a = get(loaded.config);
+    const b = get(next.config);
+    if (a !== b) throw fail(`config.json ${field} is ${String(b)}, the loaded model's is ${String(a)}`);
+  }
+  for (const key of ['hasPositionIds', 'hasUseCacheBranch'] as const) {
+    if (loaded.io[key] !== next.io[key]) {
+      const name = key === 'hasPositionIds' ? 'position_ids' : 'use_cache_branch';
+      throw fail(`the ONNX model ${next.io[key] ? 'takes' : 'does not take'} the input ${name}, unlike the loaded one`);
+    }
+  }
+  if (loaded.tokenizer === undefined) return;
+  const now = tokenizerHashes(dir);
+  for (const name of TOKENIZER_FILES) {
+    const a = loaded.tokenizer.get(name);
+    const b = now.get(name);
+    if (a === b) continue;
+    throw fail(b === undefined ? `${name} is missing` : a === undefined ? `${name} is new (the loaded model has none)` : `${name} differs from the loaded model's (sha256 ${b.slice(0, 12)}… vs ${a.slice(0, 12)}…)`);
+  }
+}
+
+/** What `openSession` needs of the load options. */
+export interface SessionSettings {
+  executionProviders?: ExecutionProvider[];
+  sessionOptions?: SessionOptions;
+}
+
+/** An ORT session of `modelPath` with its inputs and outputs checked against `config`; released on error. */
+export async function openSession(modelPath: string, config: ModelConfig, o: SessionSettings): Promise<{ session: OrtSession; io: ModelIO }> {
+  let session: OrtSession;
+  try {
+    session = await getOrt().InferenceSession.create(modelPath, {
+      ...o.sessionOptions,
+      executionProviders: o.executionProviders ?? o.sessionOptions?.executionProviders ?? ['cpu'],
+    });
+  } catch (err) {
+    throw new MempoError('ERR_MODEL_IO', `ONNX Runtime could not open ${modelPath}: ${(err as Error).message}`);
+  }
+  try {
+    const s = session as OrtSession & { inputMetadata?: unknown; outputMetadata?: unknown };
+    const io = checkModelIO(
+      modelPath,
+      config,
+      session.inputNames,
+      session.outputNames,
+      Array.isArray(s.inputMetadata) ? s.inputMetadata : undefined,
+      Array.isArray(s.outputMetadata) ? s.outputMetadata : undefined,
+    );
+    return { session, io };
+  } catch (err) {
+    await session.release();
+    throw err;
+  }
+}
