@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import sys
-import threading
 
 # deterministic cuBLAS needs this before CUDA starts (torch.use_deterministic_algorithms)
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
@@ -70,10 +69,10 @@ def main(argv=None) -> int:
     shown = f"[{host}]" if ":" in host else host
     log(f"{learner.model.kind} from {a.model}: {learner.info()['parameters']} parameters on {device} ({dtype}), "
         f"{a.threads} threads")
-    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown, daemon=True).start())
+    signal.signal(signal.SIGTERM, lambda *_: server.stop())
     print(json.dumps({"event": "listening", "url": f"http://{shown}:{port}"}), flush=True)
     try:
-        server.serve_forever()
+        server.serve()
     except KeyboardInterrupt:
         pass
     finally:

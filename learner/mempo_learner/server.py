@@ -2,6 +2,7 @@
 time, errors as JSON `{"error": {"code", "message"}}`, never down on a bad request."""
 import hmac
 import json
+import queue
 import socket
 import sys
 import threading
@@ -46,6 +47,11 @@ class Handler(BaseHTTPRequestHandler):
     ROUTES = {"/info": "GET", "/forward": "POST", "/backward": "POST", "/optim_step": "POST",
               "/save_weights": "POST", "/save_checkpoint": "POST", "/load_checkpoint": "POST",
               "/shutdown": "POST"}
+
+    def setup(self):
+        super().setup()
+        if self.request.family in (socket.AF_INET, socket.AF_INET6):  # headers and body are two writes:
+            self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no Nagle + delayed-ACK stall
 
     def log_message(self, fmt, *args):  # one line per request on stderr
         log(f"{self.address_string()} {fmt % args}")
@@ -100,11 +106,10 @@ class Handler(BaseHTTPRequestHandler):
             if want != method:
                 raise LearnerError("not_found", f"{method} {path}: this endpoint takes {want}", 405)
             ctype = self.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
-            with srv.lock:
-                status, out, out_type = self._dispatch(path, body, ctype)
+            status, out, out_type = srv.on_main(lambda: self._dispatch(path, body, ctype))
             self._send(status, out, out_type)
             if path == "/shutdown":
-                threading.Thread(target=srv.shutdown, daemon=True).start()
+                srv.stop()
         except LearnerError as e:
             self._json(e.status, {"error": {"code": e.code, "message": e.message}})
         except (BrokenPipeError, ConnectionResetError):
@@ -147,6 +152,9 @@ class Handler(BaseHTTPRequestHandler):
 
 
 class LearnerServer(ThreadingHTTPServer):
+    """Connections are served on threads; the learner's work runs on the main thread, one job at a
+    time: torch there is ~15 % faster here than on a handler thread (glibc gives other threads
+    their own malloc arena, and the big activations are mapped and unmapped on every call)."""
     daemon_threads = True
     allow_reuse_address = True
 
@@ -154,5 +162,38 @@ class LearnerServer(ThreadingHTTPServer):
         if ":" in addr[0]:
             self.address_family = socket.AF_INET6
         super().__init__(addr, Handler)
-        self.learner, self.token, self.lock = learner, token, threading.Lock()
+        self.learner, self.token = learner, token
+        self.jobs: "queue.Queue" = queue.Queue()
 
+    def on_main(self, fn):
+        """Runs fn on the main thread (serve()) and returns its result or raises its exception."""
+        done, box = threading.Event(), {}
+
+        def job():
+            try:
+                box["result"] = fn()
+            except BaseException as e:  # handed back to the handler thread, which answers it
+                box["error"] = e
+            done.set()
+
+        self.jobs.put(job)
+        done.wait()
+        if "error" in box:
+            raise box["error"]
+        return box["result"]
+
+    def stop(self) -> None:
+        """Safe from any thread and from a signal handler: never blocks the caller."""
+        def run():
+            self.shutdown()
+            self.jobs.put(None)
+        threading.Thread(target=run, daemon=True).start()
+
+    def serve(self) -> None:
+        """Accepts on a thread, runs the jobs here until stop()."""
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+        while True:
+            job = self.jobs.get()
+            if job is None:
+                return
+            job()
