@@ -1,5 +1,5 @@
 """python -m mempo_learner --model DIR [--host 127.0.0.1] [--port 0] [--token T] [--seed S]
-[--device auto|cpu|cuda] [--dtype auto|fp32|bf16] [--threads N]
+[--device auto|cpu|cuda] [--dtype auto|fp32|bf16] [--threads N] [--parent-pid PID] [--log-requests]
 
 Prints {"event": "listening", "url": ...} on stdout once it serves; logs to stderr."""
 import argparse
@@ -22,6 +22,34 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def watch_parent(pid: int, log) -> None:
+    """Exits the process once `pid` is gone (checked every second, on a daemon thread). When `pid`
+    is the parent, being re-parented is the sign (a dead parent not yet reaped still answers kill 0)."""
+    import threading
+    import time
+
+    is_parent = os.getppid() == pid
+
+    def gone() -> bool:
+        if is_parent:
+            return os.getppid() != pid
+        try:
+            os.kill(pid, 0)
+            return False
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False  # alive, owned by another user
+
+    def run():
+        while not gone():
+            time.sleep(1.0)
+        log(f"parent process {pid} is gone: exiting")
+        os._exit(0)
+
+    threading.Thread(target=run, name="parent-watch", daemon=True).start()
+
+
 def parse(argv):
     ap = argparse.ArgumentParser(prog="python -m mempo_learner", description="mempo's torch reference learner (docs/learner.md)")
     ap.add_argument("--model", required=True, help="model directory to start from (also the KL reference)")
@@ -33,6 +61,9 @@ def parse(argv):
     ap.add_argument("--dtype", choices=["auto", "fp32", "bf16"], default="auto",
                     help="auto: bf16 on a CUDA device that has it, else fp32; bf16 is CUDA only")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch CPU threads")
+    ap.add_argument("--parent-pid", type=int, default=None,
+                    help="exit when this process is gone (mempo passes its own pid: a killed trainer leaves no learner behind)")
+    ap.add_argument("--log-requests", action="store_true", help="one stderr line per request")
     a = ap.parse_args(argv)
     a.token = a.token or os.environ.get("MEMPO_LEARNER_TOKEN") or None
     if not is_loopback(a.host) and a.token is None:
@@ -61,7 +92,7 @@ def main(argv=None) -> int:
     torch.use_deterministic_algorithms(True, warn_only=True)
     try:
         learner = Learner(a.model, device=device, dtype=dtype, seed=a.seed)
-        server = LearnerServer((a.host, a.port), learner, a.token)
+        server = LearnerServer((a.host, a.port), learner, a.token, log_requests=a.log_requests)
     except (OSError, ValueError) as e:
         log(f"error: {e}")
         return 1
@@ -70,6 +101,8 @@ def main(argv=None) -> int:
     log(f"{learner.model.kind} from {a.model}: {learner.info()['parameters']} parameters on {device} ({dtype}), "
         f"{a.threads} threads")
     signal.signal(signal.SIGTERM, lambda *_: server.stop())
+    if a.parent_pid is not None:
+        watch_parent(a.parent_pid, log)
     print(json.dumps({"event": "listening", "url": f"http://{shown}:{port}"}), flush=True)
     try:
         server.serve()

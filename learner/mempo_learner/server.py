@@ -53,7 +53,11 @@ class Handler(BaseHTTPRequestHandler):
         if self.request.family in (socket.AF_INET, socket.AF_INET6):  # headers and body are two writes:
             self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no Nagle + delayed-ACK stall
 
-    def log_message(self, fmt, *args):  # one line per request on stderr
+    def log_message(self, fmt, *args):  # one line per request on stderr, with --log-requests
+        if self.server.log_requests:
+            log(f"{self.address_string()} {fmt % args}")
+
+    def log_error(self, fmt, *args):  # always (http.server routes errors through log_message)
         log(f"{self.address_string()} {fmt % args}")
 
     def do_GET(self):
@@ -158,11 +162,11 @@ class LearnerServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, addr, learner: Learner, token=None):
+    def __init__(self, addr, learner: Learner, token=None, log_requests=False):
         if ":" in addr[0]:
             self.address_family = socket.AF_INET6
         super().__init__(addr, Handler)
-        self.learner, self.token = learner, token
+        self.learner, self.token, self.log_requests = learner, token, log_requests
         self.jobs: "queue.Queue" = queue.Queue()
 
     def on_main(self, fn):

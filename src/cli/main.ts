@@ -2,11 +2,12 @@
 /**
  * The `mempo` command: `mempo rollout --out DIR` runs the MemPO pipeline (docs/algorithm.md §1-§8) and writes
  * batch.jsonl, summary.json and report.html; `mempo eval` measures a context policy; `mempo export`
- * writes a finished batch for another trainer (docs/export.md).
+ * writes a finished batch for another trainer (docs/export.md); `mempo train` optimises the policy
+ * (docs/algorithm.md §9) through a learner (docs/learner.md).
  */
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { MempoError } from '../errors';
-import { addPipelineOptions, addServerOptions, int, intOrNone, orNull, pipelineOptionsFromFlags, serverSettingsFromFlags } from './options';
+import { addPipelineOptions, addServerOptions, int, intOrNone, NONE, orNull, pipelineOptionsFromFlags, serverSettingsFromFlags } from './options';
 import { EMBEDDED } from '../paths';
 import { DEFAULTS } from '../options';
 import { executeRun, type RunIO, type RunSettings } from './run';
@@ -16,6 +17,7 @@ import { LocalModel } from '../engines/local/local-model';
 import { COMPLETIONS_SERVER_DEFAULTS, createCompletionsServer, listen as listenCompletions } from '../servers/completions-server';
 import { basename } from 'node:path';
 import { exportCommand, exportFormatList } from './export';
+import { trainCommand } from './train-command';
 import type { ExportFormat } from '../io/export';
 import type { Server } from 'node:http';
 
@@ -60,13 +62,13 @@ function settingsFrom(kind: 'rollout' | 'eval', o: Record<string, unknown>): Run
   };
 }
 
-function common(cmd: Command, kind: 'rollout' | 'eval'): Command {
+function common(cmd: Command, kind: 'rollout' | 'eval' | 'train'): Command {
   cmd
     .option('--questions <file>', 'questions JSONL ({ id, question, golds }; optional hops, objectives)')
     .option('--split <name>', `embedded question split when --questions is not given`, kind === 'eval' ? 'dev' : 'train')
     .option('--shuffle', 'shuffle the questions with --seed before --offset / --limit (a mixed slice)')
     .option('--offset <n>', 'skip the first n questions', int(0), 0)
-    .option('--limit <n>', "questions to run ('none' = all)", intOrNone, kind === 'eval' ? DEFAULT_EVAL_LIMIT : DEFAULT_ROLLOUT_LIMIT)
+    .option('--limit <n>', "questions to run ('none' = all)", intOrNone, kind === 'eval' ? DEFAULT_EVAL_LIMIT : kind === 'train' ? NONE : DEFAULT_ROLLOUT_LIMIT)
     .option('--model <dir>', 'model directory (ONNX + tokenizer; with --server only the tokenizer, config files optional)', EMBEDDED.model())
     .option('--corpus <file>', 'JSONL corpus ({ id, title, contents, url? } or Search-R1 wiki-18 rows { id, contents } whose first line is the quoted title) for the local BM25 retriever (default: the embedded corpus)')
     .option('--retriever <url>', 'retrieval server (Search-R1 / ASearcher API: POST /retrieve) instead of the local corpus')
@@ -151,11 +153,12 @@ export function buildProgram(io: RunIO, onDone: (code: number) => void): Command
       onDone(0);
     });
   const exportCmd = exportCommand(io, onDone);
-  for (const sub of [rollout, evalCmd, exportCmd, serveRetriever, serve]) {
+  const train = trainCommand(io, onDone, (c) => common(c, 'train'), (o) => settingsFrom('rollout', o));
+  for (const sub of [rollout, evalCmd, train, exportCmd, serveRetriever, serve]) {
     sub.configureOutput({ writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) });
     program.addCommand(sub);
   }
-  program.addHelpText('after', () => `\nEvery option of every command:\n\n${rollout.helpInformation()}\n${evalCmd.helpInformation()}\n${exportCmd.helpInformation()}\n${serveRetriever.helpInformation()}\n${serve.helpInformation()}`);
+  program.addHelpText('after', () => `\nEvery option of every command:\n\n${rollout.helpInformation()}\n${evalCmd.helpInformation()}\n${train.helpInformation()}\n${exportCmd.helpInformation()}\n${serveRetriever.helpInformation()}\n${serve.helpInformation()}`);
   return program;
 }
 

@@ -73,7 +73,7 @@ export class SpawnedLearner extends HttpLearner {
 
 export async function spawnLearner(options: SpawnLearnerOptions): Promise<SpawnedLearner> {
   const python = findPython(options.python);
-  const args = ['-m', 'mempo_learner', '--model', options.model, '--host', '127.0.0.1', '--port', '0', '--seed', String(options.seed ?? 0), '--device', options.device ?? 'auto'];
+  const args = ['-m', 'mempo_learner', '--model', options.model, '--host', '127.0.0.1', '--port', '0', '--seed', String(options.seed ?? 0), '--device', options.device ?? 'auto', '--parent-pid', String(process.pid)];
   if (options.threads !== undefined) args.push('--threads', String(options.threads));
   const env = { ...process.env, PYTHONPATH: [EMBEDDED.learner(), process.env['PYTHONPATH']].filter(Boolean).join(':'), PYTHONUNBUFFERED: '1' };
   const child = spawn(python, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });

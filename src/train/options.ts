@@ -23,8 +23,8 @@ export const lossSchema = z.object({
 }).strict();
 
 export const optimSchema = z.object({
-  /** AdamW learning rate (the tiny embedded model takes larger steps than a 7B model's 1e-6). */
-  lr: z.number().positive().finite().default(1e-5),
+  /** AdamW learning rate: for the 3.4M-parameter embedded model (a 7B model wants ~1e-6, verl's default). */
+  lr: z.number().positive().finite().default(1e-4),
   weightDecay: nonNeg().default(0.01),
   /** Gradient clipping by global norm (verl's grad_clip); 0 = none. */
   maxGradNorm: nonNeg().default(1),

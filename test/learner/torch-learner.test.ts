@@ -85,7 +85,7 @@ maybe('torch reference learner', () => {
     expect(maxAbsDiff(await learner.forward(samples, { policy: 'reference' }), before)).toBeLessThan(1e-4);
   }, 120_000);
 
-  it('a backward without its forward is refused by the learner, which stays up', async () => {
+  it('a backward without its forward is refused before it is sent; the learner stays up', async () => {
     await expect(learner.backward([new Float32Array(1)])).rejects.toThrow('backward needs a forward({ grad: true }) before it');
     expect((await learner.info()).step).toBe(1);
   });

@@ -1,0 +1,130 @@
+/**
+ * `mempo train --out DIR` (docs/algorithm.md §9, docs/learner.md): the rollout engines (the local
+ * model, or inference servers), the learner (spawned torch learner, or --learner URL), the
+ * training loop, metrics.jsonl, checkpoints and train-report.html.
+ */
+import { existsSync, rmSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import type { Learner, Question } from '../contracts';
+import { MempoError } from '../errors';
+import { readQuestions } from '../io/questions';
+import { writeFileAtomic } from '../io/write';
+import { HttpLearner } from '../learner/http-learner';
+import { spawnLearner } from '../learner/spawn';
+import { runTraining } from '../train/loop';
+import type { StepMetrics } from '../train/metrics';
+import type { TrainOptions } from '../train/options';
+import type { TrainPhase } from '../train/step';
+import { trainReportHtml } from '../io/train-report';
+import { checkManifest, checkModelConfig, describeRetriever, dropOverlong } from './inputs';
+import { openEngine, openRetriever, shuffled, type RunIO, type RunSettings } from './run';
+
+export interface TrainSettings {
+  /** Model, questions, retriever, server and pipeline options, as `mempo rollout` reads them. */
+  run: RunSettings;
+  out: string;
+  train: TrainOptions;
+  /** Dev questions of the evaluation slice (the first `train.evalQuestions`). */
+  evalQuestions: string;
+  learner: { url: string | null; token: string | null; python: string | null; device: 'auto' | 'cpu' | 'cuda' };
+  force: boolean;
+  report: boolean;
+}
+
+function fmt(x: number | null | undefined, d = 3): string {
+  return x === null || x === undefined ? '-' : x.toFixed(d);
+}
+
+/** One status line per phase change and per step (a terminal gets it rewritten in place). */
+function trainProgress(io: RunIO, quiet: boolean, steps: number) {
+  const tty = (io.stderr as NodeJS.WriteStream).isTTY === true;
+  let last = '';
+  const show = (s: string, keep: boolean) => {
+    if (quiet) return;
+    if (tty) io.stderr.write(`\r\x1b[2K${s}${keep ? '\n' : ''}`);
+    else if (keep) io.stderr.write(`${s}\n`);
+  };
+  return {
+    onPhase(step: number, phase: TrainPhase) {
+      show(`step ${step}/${steps} [${phase}]${last}`, false);
+    },
+    onStepDone(m: StepMetrics) {
+      if (m.step === 0) {
+        show(`step 0/${steps}: eval EM ${fmt(m.eval?.em)} (starting policy)`, true);
+        return;
+      }
+      last = ` last score ${fmt(m.meanScore)}`;
+      const ev = m.eval === null ? '' : `, eval EM ${fmt(m.eval.em)}`;
+      show(`step ${m.step}/${steps}: score ${fmt(m.meanScore)}, memory reward ${fmt(m.memoryReward.mean)}, loss ${fmt(m.loss, 4)}, clip ${fmt(m.clipFrac)}, KL ${fmt(m.klRef, 5)}, grad norm ${fmt(m.gradNorm)}${ev}, ${Math.round((m.wallMs['total'] ?? 0) / 1000)} s`, true);
+    },
+  };
+}
+
+async function openLearner(s: TrainSettings, io: RunIO): Promise<Learner> {
+  if (s.learner.url !== null) return new HttpLearner(s.learner.url, s.learner.token === null ? {} : { token: s.learner.token });
+  const log = (l: string) => { if (!s.run.quiet) io.stderr.write(`learner: ${l}\n`); };
+  return spawnLearner({ model: s.run.model, seed: s.train.seed, device: s.learner.device, ...(s.learner.python === null ? {} : { python: s.learner.python }), onLog: log });
+}
+
+/** The training questions in the run's seeded order (all of --questions after --offset / --limit). */
+function trainOrder(s: TrainSettings): Question[] {
+  let qs = readQuestions(s.run.questions).slice(s.run.offset);
+  if (s.run.limit !== null) qs = qs.slice(0, s.run.limit);
+  if (qs.length === 0) throw new MempoError('ERR_INVALID_INPUT', `${s.run.questions}: no training questions after --offset ${s.run.offset}`);
+  return shuffled(qs, s.train.seed);
+}
+
+export async function executeTrain(s: TrainSettings, io: RunIO): Promise<StepMetrics[]> {
+  if (s.out.trim().length === 0) throw new MempoError('ERR_INVALID_OPTION', '--out: the output directory is an empty path');
+  const out = resolve(s.out);
+  const warn = (m: string) => void io.stderr.write(`warning: ${m}\n`);
+  const order = trainOrder(s);
+  const dev = readQuestions(s.evalQuestions).slice(0, s.train.evalQuestions);
+  checkModelConfig(s.run.model);
+  checkManifest(s.run.model, warn);
+  if (s.force) for (const f of ['metrics.jsonl', 'checkpoints', 'weights', 'train-report.html']) rmSync(join(out, f), { recursive: true, force: true });
+  else if (!s.run.resume && (existsSync(join(out, 'metrics.jsonl')) || existsSync(join(out, 'checkpoints')))) {
+    throw new MempoError('ERR_RESUME', `${out} holds a training run (metrics.jsonl or checkpoints/); pass --resume to continue it or --force to start over`);
+  }
+  const retriever = openRetriever(s.run);
+  const engine = await openEngine(s.run, io, warn);
+  const learner = await openLearner(s, io).catch(async (e: unknown) => {
+    await engine.local?.dispose();
+    throw e;
+  });
+  const progress = trainProgress(io, s.run.quiet, s.train.steps);
+  try {
+    const info = await learner.info();
+    const memory = s.run.options.memory.enabled;
+    if (!s.run.quiet) {
+      io.stderr.write(`mempo train: ${s.train.steps} steps × ${s.train.questionsPerStep} questions × ${s.run.options.rollout.groupSize} samples (${memory ? 'MemPO' : 'GRPO: no memory reward'}), ${engine.source}, ${describeRetriever(retriever)}, ${learner.name} (${info.learner}, ${info.parameters} parameters, ${info.device}/${info.dtype}), out ${out}\n`);
+    }
+    const sync = async (dir: string): Promise<void> => {
+      if (engine.server !== null) await engine.server.updateWeightsFromDisk(dir);
+      else await engine.local!.reload(dir);
+    };
+    const writeReport = (all: readonly StepMetrics[]) => {
+      if (s.report) writeFileAtomic(join(out, 'train-report.html'), trainReportHtml(all, { title: `mempo train — ${out}`, memoryReward: memory }));
+    };
+    return await runTraining(
+      {
+        generator: engine.engine, scorer: memory ? engine.engine : null, retriever, learner, sync,
+        pipeline: s.run.options, train: s.train,
+        dev: dropOverlong(dev, engine.engine, s.run.options, s.evalQuestions, warn),
+        onPhase: progress.onPhase,
+      },
+      {
+        out,
+        order: dropOverlong(order, engine.engine, s.run.options, s.run.questions, warn),
+        resume: s.run.resume,
+        onStepDone: (m, all) => {
+          progress.onStepDone(m);
+          writeReport(all);
+        },
+      },
+    );
+  } finally {
+    await learner.close();
+    await engine.local?.dispose();
+  }
+}

@@ -1,0 +1,116 @@
+/**
+ * `mempo train` end to end on a tiny slice of the embedded world with the spawned torch learner
+ * (docs/algorithm.md §9, docs/learner.md): metrics.jsonl, checkpoints that `mempo eval --model`
+ * loads, the report; a run killed with SIGKILL and resumed repeats the uninterrupted run's
+ * metrics; a learner that breaks mid-run fails it loudly and loses no checkpoint.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { runCli } from './run-cli';
+
+const havePython = ['python3', '/usr/bin/python3'].some((py) => spawnSync(py, ['-c', 'import torch'], { timeout: 60_000 }).status === 0);
+const maybe = havePython ? describe : describe.skip;
+if (!havePython) console.warn('mempo train tests skipped: no python3 with torch (apt-get install python3-torch libopenblas0-pthread)');
+
+const CLI = resolve(__dirname, '../../dist/cli/main.js');
+const TINY = ['--questions-per-step', '2', '-n', '3', '--eval-every', '2', '--eval-questions', '3', '--max-turns', '4', '--threads', '1', '--quiet'];
+
+type Line = Record<string, unknown> & { step: number; wallMs: Record<string, number> };
+const lines = (dir: string): Line[] => readFileSync(join(dir, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Line);
+const withoutTimes = (ls: Line[]) => ls.map(({ wallMs: _w, ...rest }) => rest);
+
+maybe('mempo train', () => {
+  const root = mkdtempSync(join(tmpdir(), 'mempo-train-'));
+  afterAll(() => rmSync(root, { recursive: true, force: true }));
+  const ref = join(root, 'ref');
+
+  it('two steps: one metrics line per step after the step-0 evaluation, checkpoints, report', async () => {
+    const r = await runCli(['train', '--out', ref, '--steps', '3', ...TINY]);
+    expect(r.err).toBe('');
+    expect(r.code).toBe(0);
+    const ls = lines(ref);
+    expect(ls.map((l) => l.step)).toEqual([0, 1, 2, 3]);
+    expect(ls[0]!['eval']).not.toBeNull();
+    expect(ls[1]!['eval']).toBeNull();
+    expect(ls[2]!['eval']).not.toBeNull();
+    for (const l of ls.slice(1)) {
+      expect(l['trajectories']).toBe(6);
+      expect(typeof l['loss']).toBe('number');
+      expect(l['gradNorm'] as number).toBeGreaterThan(0);
+      for (const k of ['rollout', 'scoring', 'learnerForward', 'learnerBackward', 'optimiser', 'save', 'sync', 'total']) expect(l.wallMs[k]).toBeGreaterThanOrEqual(0);
+    }
+    // keepCheckpoints 2: step-1 was pruned; the others are complete model directories
+    expect(existsSync(join(ref, 'checkpoints', 'step-1'))).toBe(false);
+    for (const s of [2, 3]) for (const f of ['model.onnx', 'config.json', 'tokenizer.json', 'learner.pt', 'trainer.json']) expect(existsSync(join(ref, 'checkpoints', `step-${s}`, f))).toBe(true);
+    expect(readFileSync(join(ref, 'train-report.html'), 'utf8')).toContain('<svg');
+    const ev = await runCli(['eval', '--model', join(ref, 'checkpoints', 'step-3'), '--limit', '2', '--quiet', '--json']);
+    expect(ev.code).toBe(0);
+    expect((JSON.parse(ev.out) as { questions: number }).questions).toBe(2);
+  }, 300_000);
+
+  it('killed with SIGKILL during step 3 and resumed, it repeats the uninterrupted run (metrics equal but for wall times)', async () => {
+    const out = join(root, 'killed');
+    const child = spawn(process.execPath, [CLI, 'train', '--out', out, '--steps', '3', ...TINY], { stdio: 'ignore' });
+    await new Promise<void>((res, rej) => {
+      const timer = setInterval(() => {
+        if (existsSync(join(out, 'checkpoints', 'step-2', 'trainer.json'))) {
+          clearInterval(timer);
+          child.kill('SIGKILL');
+          res();
+        }
+      }, 20);
+      child.on('exit', () => {
+        clearInterval(timer);
+        rej(new Error('the run ended before it could be killed'));
+      });
+    }).catch((e: Error) => { throw e; });
+    await new Promise((r) => child.once('exit', r));
+    expect(lines(out).at(-1)!.step).toBe(2);
+    // the learner it spawned notices (it watches its parent) and exits
+    await new Promise((r) => setTimeout(r, 3000));
+    expect(spawnSync('pgrep', ['-f', `--parent-pid ${child.pid}$`]).status).toBe(1);
+    const r = await runCli(['train', '--out', out, '--steps', '3', ...TINY, '--resume']);
+    expect(r.err).toBe('');
+    expect(r.code).toBe(0);
+    expect(withoutTimes(lines(out))).toEqual(withoutTimes(lines(ref)));
+  }, 300_000);
+
+  it('a learner that answers garbage mid-run: exit 1 naming it, the previous checkpoint and metrics kept', async () => {
+    const out = join(root, 'broken');
+    expect((await runCli(['train', '--out', out, '--steps', '1', ...TINY, '--eval-every', '0'])).code).toBe(0);
+    const server = http.createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        if (req.url === '/info') res.end(JSON.stringify({ protocol: 1, learner: 'fake', model: 'm', parameters: 1, device: 'cpu', dtype: 'fp32', step: 1 }));
+        else if (req.url === '/load_checkpoint') res.end(JSON.stringify({ step: 1 }));
+        else res.end('not a frame');
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      const r = await runCli(['train', '--out', out, '--steps', '2', ...TINY, '--eval-every', '0', '--resume', '--learner', url]);
+      expect(r.code).toBe(1);
+      expect(r.err).toContain(`error: learner ${url} POST /forward: not a valid frame`);
+    } finally {
+      server.closeAllConnections();
+      server.close();
+    }
+    expect(lines(out).map((l) => l.step)).toEqual([1]);
+    expect(existsSync(join(out, 'checkpoints', 'step-1', 'trainer.json'))).toBe(true);
+    expect(existsSync(join(out, 'checkpoints', 'step-2'))).toBe(false);
+  }, 300_000);
+
+  it('refuses a directory holding a run without --resume or --force, and a learner URL nobody serves', async () => {
+    const r = await runCli(['train', '--out', ref, '--steps', '1', ...TINY]);
+    expect(r.code).toBe(1);
+    expect(r.err).toContain('holds a training run (metrics.jsonl or checkpoints/); pass --resume to continue it or --force to start over');
+    const d = await runCli(['train', '--out', join(root, 'nobody'), '--steps', '1', ...TINY, '--learner', 'http://127.0.0.1:9']);
+    expect(d.code).toBe(1);
+    expect(d.err).toMatch(/error: learner http:\/\/127\.0\.0\.1:9 GET \/info: .*ECONNREFUSED/);
+  }, 120_000);
+});
