@@ -69,3 +69,33 @@ export function canMountTmpfs(dir: string, size: string, needs: string): boolean
     return false;
   }
 }
+
+let torchPy: string | null | undefined;
+/** The first of python3, /usr/bin/python3 that imports torch (the learner's tests), or null; probed once, on first use. */
+export function torchPython(): string | null {
+  if (torchPy === undefined) torchPy = ['python3', '/usr/bin/python3'].find((py) => spawnSyncQuiet(py, ['-c', 'import torch'])) ?? null;
+  return torchPy;
+}
+
+function spawnSyncQuiet(cmd: string, args: string[]): boolean {
+  try {
+    execFileSync(cmd, args, { stdio: 'ignore', timeout: 60_000 });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * describe() for suites that need torch: skipped with a printed reason on a machine without it,
+ * but a failure under CI, which installs it (.ci/run), so that CI can never skip them silently.
+ */
+export function describeWithTorch(name: string, fn: () => void): void {
+  if (torchPython() !== null) return describe(name, fn);
+  if (process.env.CI) {
+    describe(name, () => it('needs a python3 with torch (.ci/run installs python3-torch)', () => { throw new Error('no python3 with torch under CI'); }));
+    return;
+  }
+  console.warn(`${name}: skipped, no python3 with torch (apt-get install python3-torch libopenblas0-pthread)`);
+  describe.skip(name, fn);
+}

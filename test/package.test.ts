@@ -29,6 +29,7 @@ run('npm package (pack, install without a compiler, load the prebuild)', () => {
     expect(files).toContain('prebuilds/linux-x64/mempo.node');
     expect(files).toContain('dist/index.mjs');
     expect(files).toContain('dist/index.d.ts');
+    expect(files).toContain('learner/mempo_learner/__main__.py'); // the torch learner `mempo train` spawns
     expect(files.some((f) => f.startsWith('test/') || f.startsWith('src/'))).toBe(false);
 
     // Compilers and make that fail loudly: an install that tries to compile cannot pass quietly.

@@ -4,6 +4,7 @@
  * mem spans outlined, observations greyed, and each round's outcome / memory reward beside it;
  * one summary chart (memory reward against outcome, inline SVG).
  */
+import { escapeHtml } from './svg-chart';
 import { maxOf } from '../util';
 import type { BatchRecord } from '../contracts';
 import type { RunSummary } from '../pipeline/summary';
@@ -19,9 +20,7 @@ export interface ReportOptions {
   notes?: string[];
 }
 
-function esc(s: string): string {
-  return s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
-}
+const esc = escapeHtml;
 
 function fmt(x: number | null | undefined, digits = 3): string {
   if (x === null || x === undefined || Number.isNaN(x)) return '–';

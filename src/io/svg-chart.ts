@@ -38,6 +38,7 @@ export interface ChartSpec {
 
 export const CHART = { width: 560, height: 250, left: 62, right: 16, right2: 62, top: 12, bottom: 42 };
 
+/** Text for HTML content and attribute values (both reports). */
 export function escapeHtml(s: string): string {
   return s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 }

@@ -11,10 +11,8 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { runCli } from './run-cli';
+import { describeWithTorch } from '../helpers';
 
-const havePython = ['python3', '/usr/bin/python3'].some((py) => spawnSync(py, ['-c', 'import torch'], { timeout: 60_000 }).status === 0);
-const maybe = havePython ? describe : describe.skip;
-if (!havePython) console.warn('mempo train tests skipped: no python3 with torch (apt-get install python3-torch libopenblas0-pthread)');
 
 const CLI = resolve(__dirname, '../../dist/cli/main.js');
 const TINY = ['--questions-per-step', '2', '-n', '3', '--eval-every', '2', '--eval-questions', '3', '--max-turns', '4', '--threads', '1', '--quiet'];
@@ -23,7 +21,7 @@ type Line = Record<string, unknown> & { step: number; wallMs: Record<string, num
 const lines = (dir: string): Line[] => readFileSync(join(dir, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Line);
 const withoutTimes = (ls: Line[]) => ls.map(({ wallMs: _w, ...rest }) => rest);
 
-maybe('mempo train', () => {
+describeWithTorch('mempo train', () => {
   const root = mkdtempSync(join(tmpdir(), 'mempo-train-'));
   afterAll(() => rmSync(root, { recursive: true, force: true }));
   const ref = join(root, 'ref');

@@ -7,16 +7,12 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { spawnSync } from 'node:child_process';
 import { CausalLM } from '../../src/engines/local/causal-lm';
 import { spawnLearner, type SpawnedLearner } from '../../src/learner/spawn';
 import { EMBEDDED } from '../../src/paths';
 import { MempoError } from '../../src/errors';
-import { rng } from '../helpers';
+import { describeWithTorch, rng } from '../helpers';
 
-const havePython = ['python3', '/usr/bin/python3'].some((py) => spawnSync(py, ['-c', 'import torch'], { timeout: 60_000 }).status === 0);
-const maybe = havePython ? describe : describe.skip;
-if (!havePython) console.warn('torch-learner tests skipped: no python3 with torch (apt-get install python3-torch libopenblas0-pthread)');
 
 function items(n: number, seed: number, vocab: number): Array<{ contextIds: number[]; targetIds: number[] }> {
   const r = rng(seed);
@@ -28,7 +24,7 @@ function items(n: number, seed: number, vocab: number): Array<{ contextIds: numb
 
 const maxAbsDiff = (a: Float32Array[], b: Float32Array[]) => Math.max(...a.map((x, i) => Math.max(...x.map((v, t) => Math.abs(v - b[i]![t]!)))));
 
-maybe('torch reference learner', () => {
+describeWithTorch('torch reference learner', () => {
   let learner: SpawnedLearner;
   let model: CausalLM;
   const tmp = mkdtempSync(join(tmpdir(), 'mempo-learner-'));
