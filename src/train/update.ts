@@ -26,7 +26,8 @@ export interface UpdateStats {
 }
 
 interface Row extends TrainRow {
-  oldLogp: Float32Array;
+  /** null until known: the first update's rows take theirs from its own forward (the weights have not moved yet). */
+  oldLogp: Float32Array | null;
   refLogp: Float32Array | null;
 }
 
@@ -67,9 +68,10 @@ async function microStep(learner: Learner, mb: readonly Row[], o: TrainOptions, 
   const f32 = (n: number) => new Float32Array(n);
   const t = performance.now();
   const useKl = o.loss.klCoef > 0;
+  mb.forEach((r, i) => { r.oldLogp ??= logp[i]!.slice(); });
   const res = ppoPolicyLoss({
     logp: padRows(logp, cols, f32),
-    oldLogp: padRows(mb.map((r) => r.oldLogp), cols, f32),
+    oldLogp: padRows(mb.map((r) => r.oldLogp!), cols, f32),
     advantages: padRows(mb.map((r) => r.advantages), cols, f32),
     mask: padRows(mb.map((r) => r.mask), cols, (n) => new Uint8Array(n)),
     rows: mb.length,
@@ -92,17 +94,24 @@ export async function policyUpdate(learner: Learner, trainRows: readonly TrainRo
   const ms: Record<string, number> = { oldLogp: 0, refLogp: 0, forward: 0, backward: 0, loss: 0, optim: 0 };
   const stats: UpdateStats = { loss: 0, clipFrac: 0, approxKl: 0, klRef: null, gradNorm: 0, updates: 0, tokens: 0, ms: ms as UpdateStats['ms'] };
   if (trainRows.length === 0) return stats;
-  const old = o.oldLogp === 'learner' || trainRows.some((r) => r.samplerLogp === null)
-    ? await timed(ms, 'oldLogp', () => logpOf(learner, trainRows, 'current', o.microBatchTokens))
-    : trainRows.map((r) => r.samplerLogp!);
   const ref = o.loss.klCoef > 0 ? await timed(ms, 'refLogp', () => logpOf(learner, trainRows, 'reference', o.microBatchTokens)) : null;
-  const rows: Row[] = trainRows.map((r, i) => ({ ...r, oldLogp: old[i]!, refLogp: ref === null ? null : ref[i]! }));
+  // The sampler's log-probs only when every row has them (a generator may return none).
+  const sampler = o.oldLogp === 'sampler' && trainRows.every((r) => r.samplerLogp !== null);
+  const rows: Row[] = trainRows.map((r, i) => ({ ...r, oldLogp: sampler ? r.samplerLogp : null, refLogp: ref === null ? null : ref[i]! }));
+  // Recomputed old log-probs (§9 [decided]): the first update's rows get theirs from their own
+  // forward, which runs on the same weights; only the other rows need a forward of their own.
+  const firstUpdate = new Set(split(rows, o.miniBatches, seed, 0)[0]);
+  const need = rows.filter((r) => r.oldLogp === null && !firstUpdate.has(r));
+  if (need.length > 0) {
+    const lp = await timed(ms, 'oldLogp', () => logpOf(learner, need, 'current', o.microBatchTokens));
+    need.forEach((r, i) => { r.oldLogp = lp[i]!; });
+  }
   let clip = 0;
   let approx = 0;
   let seen = 0;
   let kl = 0;
   for (let epoch = 0; epoch < o.ppoEpochs; epoch++) {
-    for (const mini of split(rows, o.miniBatches, seed, epoch)) {
+    for (const mini of split(rows, o.miniBatches, seed, epoch)) { // epoch 0's split is the one computed above (same seed)
       const global = { tokens: mini.reduce((a, r) => a + r.tokens, 0), sequences: mini.length };
       let loss = 0;
       for (const mb of microBatches(mini, o.microBatchTokens)) {

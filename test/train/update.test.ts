@@ -80,9 +80,10 @@ describe('policyUpdate', () => {
   }
 
   it('token-mean over the whole mini-batch: a row gets −A·ratio / (all mask tokens), never its own count', async () => {
-    const data = rows(4, 8);
-    const l = new RecordingLearner(0.01); // logp = old − 0.01: ratio e^−0.01, inside the clip range
-    await policyUpdate(l, data, resolveTrainOptions({ microBatchTokens: 1, loss: { klCoef: 0 } }), 1);
+    // the sampler's log-probs are shift 0, the learner's current ones shift 0.01: ratio e^−0.01, inside the clip range
+    const data = rows(4, 8).map((r) => ({ ...r, samplerLogp: Float32Array.from(Array.from(r.sample.ids).slice(r.sample.targetStart), (x, t) => logpOf(x, t, 0)) }));
+    const l = new RecordingLearner(0.01);
+    await policyUpdate(l, data, resolveTrainOptions({ oldLogp: 'sampler', microBatchTokens: 1, loss: { klCoef: 0 } }), 1);
     const total = data.reduce((a, r) => a + r.tokens, 0);
     for (const r of data) {
       const g = l.grads.get(Array.from(r.sample.ids).join(','))!;
@@ -94,16 +95,21 @@ describe('policyUpdate', () => {
     }
   });
 
-  it('old log-probs from the learner (no graph), reference ones only with a KL term; mini-batches and epochs step the optimiser', async () => {
+  it('reference log-probs only with a KL term; recomputed old log-probs need a forward only for rows after the first update', async () => {
     const l = new RecordingLearner();
     const u = await policyUpdate(l, rows(8, 1), resolveTrainOptions({ ppoEpochs: 2, miniBatches: 2, microBatchTokens: 1_000_000 }), 5);
-    expect(l.forwards.slice(0, 2)).toEqual([{ n: 8, policy: 'current', grad: false }, { n: 8, policy: 'reference', grad: false }]);
+    // reference for all 8, then old log-probs (no graph) for the 4 rows of the second mini-batch only
+    expect(l.forwards.slice(0, 2)).toEqual([{ n: 8, policy: 'reference', grad: false }, { n: 4, policy: 'current', grad: false }]);
     expect(l.forwards.slice(2).every((f) => f.grad && f.policy === 'current' && f.n === 4)).toBe(true);
+    expect(l.forwards.length).toBe(6);
     expect(u.updates).toBe(4);
     expect(l.steps).toBe(4);
+    // one on-policy update (the defaults): a single forward, its own log-probs are the old ones (ratio 1)
     const l0 = new RecordingLearner();
-    await policyUpdate(l0, rows(3, 1), resolveTrainOptions({ loss: { klCoef: 0 } }), 5);
-    expect(l0.forwards.map((f) => f.policy)).toEqual(['current', 'current']);
+    const u0 = await policyUpdate(l0, rows(3, 1), resolveTrainOptions({ loss: { klCoef: 0 } }), 5);
+    expect(l0.forwards).toEqual([{ n: 3, policy: 'current', grad: true }]);
+    expect(u0.approxKl).toBe(0);
+    expect(u0.clipFrac).toBe(0);
   });
 
   it("with oldLogp 'sampler' the sampler's log-probs are used and no old-logp forward runs", async () => {
