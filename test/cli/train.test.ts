@@ -12,6 +12,10 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { runCli } from './run-cli';
 import { describeWithTorch } from '../helpers';
+import { LocalModel } from '../../src/engines/local/local-model';
+import { CausalLM } from '../../src/engines/local/causal-lm';
+import { createCompletionsServer, listen } from '../../src/servers/completions-server';
+import { EMBEDDED } from '../../src/paths';
 
 
 const CLI = resolve(__dirname, '../../dist/cli/main.js');
@@ -101,6 +105,37 @@ describeWithTorch('mempo train', () => {
     expect(lines(out).map((l) => l.step)).toEqual([1]);
     expect(existsSync(join(out, 'checkpoints', 'step-1', 'trainer.json'))).toBe(true);
     expect(existsSync(join(out, 'checkpoints', 'step-2'))).toBe(false);
+  }, 300_000);
+
+  it('with --server, every replica is updated after each step (POST /update_weights_from_disk) and then scores with the checkpoint', async () => {
+    const replicas = await Promise.all([0, 1].map(async () => {
+      const model = await LocalModel.load(EMBEDDED.model());
+      const server = createCompletionsServer(model, { modelName: 'mempo-tiny' });
+      return { model, server, url: await listen(server, 0) };
+    }));
+    const out = join(root, 'served');
+    try {
+      const r = await runCli(['train', '--out', out, '--steps', '1', ...TINY, '--eval-every', '0', '--server', replicas.map((x) => x.url).join(',')]);
+      expect(r.err).toBe('');
+      expect(r.code).toBe(0);
+      const item = { contextIds: [5, 17, 40, 3, 99], targetIds: [12, 7, 301] };
+      const ck = await CausalLM.load(join(out, 'checkpoints', 'step-1'));
+      const base = await CausalLM.load(EMBEDDED.model());
+      try {
+        const want = (await ck.scoreTargets([item]))[0]!;
+        expect(Array.from(want)).not.toEqual(Array.from((await base.scoreTargets([item]))[0]!));
+        for (const x of replicas) expect(Array.from((await x.model.score([item]))[0]!)).toEqual(Array.from(want));
+      } finally {
+        await ck.dispose();
+        await base.dispose();
+      }
+    } finally {
+      for (const x of replicas) {
+        x.server.closeAllConnections();
+        x.server.close();
+        await x.model.dispose();
+      }
+    }
   }, 300_000);
 
   it('refuses a directory holding a run without --resume or --force, and a learner URL nobody serves', async () => {
