@@ -52,8 +52,9 @@ export { MempoError, MempoPipelineError, MempoRuntimeError } from './errors';
 export type {
   TextCodec, Generator, TargetScorer, GenerationRequest, GenerationOutput, ScoringItem, Retriever, RetrievedDoc,
   Question, Trajectory, RoundTrace, Snapshot, BatchRecord, BatchRound,
+  Learner, LearnerSample, LearnerForwardOptions, LearnerInfo, OptimParams,
 } from './contracts';
-export type { MempoErrorCode, PipelineErrorCode, RuntimeErrorCode } from './errors';
+export type { MempoErrorCode, PipelineErrorCode, RuntimeErrorCode, LearnerErrorCode } from './errors';
 
 // Engines: the embedded ONNX Runtime model (src/engines/local), inference servers (src/engines/http), a scripted fake.
 export { CausalLM } from './engines/local/causal-lm';
@@ -74,6 +75,24 @@ export type { HttpCompletionsOptions, CompletionsApi, BackendStats, WeightUpdate
 export type { ServerBackendConfig } from './engines/http/connect';
 export type { Rng } from './rng';
 
+// The training loop (src/train, §9) and the learner behind it (src/learner, docs/learner.md).
+export { runTraining } from './train/loop';
+export { runStep, evaluate, stepQuestions } from './train/step';
+export { policyUpdate } from './train/update';
+export { trainRows, microBatches } from './train/samples';
+export { resolveTrainOptions } from './train/options';
+export { checkpoints, checkpointDir, readMetrics } from './train/checkpoint';
+export { HttpLearner } from './learner/http-learner';
+export { spawnLearner, findPython, SpawnedLearner } from './learner/spawn';
+export type { TrainContext, TrainPhase } from './train/step';
+export type { TrainRun } from './train/loop';
+export type { UpdateStats } from './train/update';
+export type { TrainRow } from './train/samples';
+export type { TrainOptions, TrainOptionsInput, LossOptions, OptimOptions } from './train/options';
+export type { StepMetrics, Moments } from './train/metrics';
+export type { HttpLearnerOptions } from './learner/http-learner';
+export type { SpawnLearnerOptions } from './learner/spawn';
+
 // Retrieval (src/retrieval) and the servers mempo runs (src/servers).
 export { Bm25Retriever } from './retrieval/bm25';
 export { HttpRetriever } from './retrieval/http-retriever';
@@ -88,4 +107,5 @@ export type { CompletionsServerOptions } from './servers/completions-server';
 export { readQuestions } from './io/questions';
 export { loadForResume } from './io/run-dir';
 export { renderReport } from './io/report';
+export { trainReportHtml } from './io/train-report';
 export type { ReportOptions } from './io/report';
