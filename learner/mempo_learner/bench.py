@@ -1,6 +1,6 @@
 """Learner throughput against raw torch (issue 14's "protocol + orchestration overhead" figure).
 
-    PYTHONPATH=learner /usr/bin/python3 -m mempo_learner.bench [--samples 16] [--tokens 500] [--threads 2] [--reps 3]
+    PYTHONPATH=learner /usr/bin/python3 -m mempo_learner.bench [--samples 16] [--tokens 500] [--threads 2] [--reps 3] [--batch FRAME]
 
 Times, on one batch (S samples of about T tokens, every token after the first a target):
   raw     TinyLM.forward_train + cross-entropy backward, in-process, padded [S, T];
@@ -95,9 +95,15 @@ def main():
     ap.add_argument("--tokens", type=int, default=500)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--batch", default=None, help="a frame file (ids, lengths, target_start) to time instead of a random batch")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     ids, lens, starts = batch(a.samples, a.tokens)
+    if a.batch:
+        with open(a.batch, "rb") as f:
+            _, t = frame.decode(f.read())
+        ids, lens, starts = t["ids"], t["lengths"], t["target_start"]
+        a.samples = len(lens)
     n = int(lens.sum())
     ln = Learner(a.model)
     g = np.full(int((lens - starts).sum()), 1.0 / n, np.float32)

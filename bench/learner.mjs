@@ -1,0 +1,104 @@
+// `npm run bench:learner`: the learner path of `mempo train` (docs/learner.md) against raw torch,
+// on one batch (--samples S of about --tokens T tokens, every token after the first a target):
+//   raw        TinyLM.forward_train + cross-entropy backward in one Python process (no mempo);
+//   python     the learner's forward(grad) + backward from a Python client over loopback HTTP;
+//   node       the same from Node through HttpLearner (frames, checks, the spawned learner);
+//   update     policyUpdate, mempo's whole update of that batch (micro-batches, ppoPolicyLoss
+//              with global normalisers, backward, optimStep), KL off, one update.
+// raw and python come from learner/mempo_learner/bench.py run on the same batch (--batch). Prints
+// tokens/s and each path's overhead against raw; --json prints the figures as JSON.
+// Flags: --samples 16, --tokens 500, --threads 2, --reps 3, --json.
+import { execFileSync } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { root, flag, value } from './args.mjs';
+
+const require = createRequire(import.meta.url);
+const mempo = require(path.join(root, 'dist', 'index.js'));
+const { encodeFrame } = require(path.join(root, 'dist', 'learner', 'frame.js'));
+const { int32 } = require(path.join(root, 'dist', 'io', 'export-tensor.js'));
+
+const S = Number(value('--samples', '16'));
+const T = Number(value('--tokens', '500'));
+const threads = Number(value('--threads', '2'));
+const reps = Number(value('--reps', '3'));
+const model = path.join(root, 'models', 'mempo-tiny');
+
+// The batch: lengths within ±10 % of T, random ids of the embedded vocabulary, seeded.
+const rnd = mempo.createRng(7, 0);
+const samples = Array.from({ length: S }, () => {
+  const n = Math.round(T * (0.9 + 0.2 * rnd()));
+  return { ids: Array.from({ length: n }, () => Math.floor(rnd() * 3072)), targetStart: 1 };
+});
+const tokens = samples.reduce((a, s) => a + s.ids.length, 0);
+const targets = tokens - S;
+
+const median = (xs) => xs.slice().sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+async function time(fn) {
+  await fn(); // warm-up
+  const out = [];
+  for (let i = 0; i < reps; i++) {
+    const t = performance.now();
+    await fn();
+    out.push((performance.now() - t) / 1000);
+  }
+  return median(out);
+}
+
+const dir = mkdtempSync(path.join(os.tmpdir(), 'mempo-bench-learner-'));
+try {
+  const batchFile = path.join(dir, 'batch.frame');
+  const flat = samples.flatMap((s) => s.ids);
+  writeFileSync(batchFile, encodeFrame({}, [
+    ['ids', int32([flat.length], flat)],
+    ['lengths', int32([S], samples.map((s) => s.ids.length))],
+    ['target_start', int32([S], samples.map((s) => s.targetStart))],
+  ]));
+  const python = mempo.findPython();
+  const py = JSON.parse(execFileSync(python, ['-m', 'mempo_learner.bench', '--batch', batchFile, '--threads', String(threads), '--reps', String(reps)], {
+    env: { ...process.env, PYTHONPATH: path.join(root, 'learner') }, encoding: 'utf8', maxBuffer: 1 << 20,
+  }).trim().split('\n').pop());
+
+  const learner = await mempo.spawnLearner({ model, threads, seed: 0 });
+  let nodeS;
+  let updateS;
+  try {
+    const grad = samples.map((s) => new Float32Array(s.ids.length - s.targetStart).fill(1 / targets));
+    nodeS = await time(async () => {
+      await learner.forward(samples, { grad: true });
+      await learner.backward(grad);
+    });
+    const rows = samples.map((s) => {
+      const n = s.ids.length - s.targetStart;
+      return { sample: s, mask: new Uint8Array(n).fill(1), advantages: Float32Array.from({ length: n }, () => rnd() - 0.5), samplerLogp: null, tokens: n };
+    });
+    const o = mempo.resolveTrainOptions({ microBatchTokens: 16384, loss: { klCoef: 0 }, optim: { lr: 1e-6 } });
+    updateS = await time(() => mempo.policyUpdate(learner, rows, o, 0));
+  } finally {
+    await learner.close();
+  }
+  const res = {
+    samples: S, tokens, threads, reps, torch: py.torch,
+    raw_tokens_per_s: Math.round(tokens / py.raw_s),
+    python_http_tokens_per_s: Math.round(tokens / py.http_s),
+    node_tokens_per_s: Math.round(tokens / nodeS),
+    update_tokens_per_s: Math.round(tokens / updateS),
+    node_overhead_vs_raw: +(nodeS / py.raw_s - 1).toFixed(3),
+    update_overhead_vs_raw: +(updateS / py.raw_s - 1).toFixed(3),
+    optim_step_ms: Math.round(py.optim_step_s * 1000),
+    save_weights_ms: Math.round(py.save_weights_s * 1000),
+  };
+  if (flag('--json')) console.log(JSON.stringify(res));
+  else {
+    console.log(`learner bench: ${S} samples, ${tokens} tokens, ${threads} threads, median of ${reps} (torch ${py.torch})`);
+    for (const [k, label] of [['raw', 'raw torch forward+backward'], ['python_http', 'learner from Python over HTTP'], ['node', 'learner from Node (HttpLearner)'], ['update', 'policyUpdate (loss, backward, optimStep)']]) {
+      console.log(`  ${label.padEnd(40)} ${String(res[`${k}_tokens_per_s`]).padStart(7)} tokens/s`);
+    }
+    console.log(`  overhead against raw: node ${(res.node_overhead_vs_raw * 100).toFixed(1)} %, update ${(res.update_overhead_vs_raw * 100).toFixed(1)} % (target ≤ 30 %)`);
+    console.log(`  optim_step ${res.optim_step_ms} ms, save_weights ${res.save_weights_ms} ms`);
+  }
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}
