@@ -44,7 +44,10 @@ def watch_parent(pid: int, log) -> None:
     def run():
         while not gone():
             time.sleep(1.0)
-        log(f"parent process {pid} is gone: exiting")
+        try:
+            log(f"parent process {pid} is gone: exiting")
+        except OSError:
+            pass  # its stderr pipe died with it
         os._exit(0)
 
     threading.Thread(target=run, name="parent-watch", daemon=True).start()

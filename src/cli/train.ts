@@ -93,6 +93,12 @@ export async function executeTrain(s: TrainSettings, io: RunIO): Promise<StepMet
     throw e;
   });
   const progress = trainProgress(io, s.run.quiet, s.train.steps);
+  // Ctrl-C: the checkpoints on disk are whole (a step in progress is redone); the learner exits with us (--parent-pid).
+  const onSigint = () => {
+    io.stderr.write(`\ninterrupted: ${out} keeps its complete checkpoints; rerun with --resume to continue from the newest\n`);
+    process.exit(130);
+  };
+  process.once('SIGINT', onSigint);
   try {
     const info = await learner.info();
     const memory = s.run.options.memory.enabled;
@@ -124,6 +130,7 @@ export async function executeTrain(s: TrainSettings, io: RunIO): Promise<StepMet
       },
     );
   } finally {
+    process.removeListener('SIGINT', onSigint);
     await learner.close();
     await engine.local?.dispose();
   }
