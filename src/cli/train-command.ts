@@ -5,6 +5,7 @@ import { AGG_MODES, KL_TYPES } from '../kernels/ppo-policy-loss';
 import { resolveTrainOptions, trainSchema } from '../train/options';
 import { int, num } from './options';
 import { executeTrain, type TrainSettings } from './train';
+import { LEARNER_DEFAULTS } from '../learner/http-learner';
 import type { RunIO, RunSettings } from './run';
 
 const D = trainSchema.parse({});
@@ -40,6 +41,7 @@ export function trainCommand(io: RunIO, onDone: (code: number) => void, inputs: 
     .option('--no-report', 'do not write train-report.html')
     .option('--learner <url>', 'a running learner (docs/learner.md) instead of spawning the torch learner')
     .option('--learner-token <token>', 'bearer token of --learner (also MEMPO_LEARNER_TOKEN)')
+    .option('--learner-timeout <ms>', `per-request timeout of the learner (default: ${LEARNER_DEFAULTS.timeoutMs})`, int(1), LEARNER_DEFAULTS.timeoutMs)
     .option('--python <exe>', 'Python with torch for the spawned learner (default: MEMPO_PYTHON, else python3, /usr/bin/python3)')
     .addOption(new Option('--device <d>', 'device of the spawned learner').choices(['auto', 'cpu', 'cuda']).default('auto'))
     .exitOverride()
@@ -62,6 +64,7 @@ export function trainCommand(io: RunIO, onDone: (code: number) => void, inputs: 
           token: (o['learnerToken'] as string | undefined) ?? null,
           python: (o['python'] as string | undefined) ?? null,
           device: o['device'] as 'auto' | 'cpu' | 'cuda',
+          timeoutMs: o['learnerTimeout'] as number,
         },
         force: Boolean(o['force']),
         report: o['report'] !== false,

@@ -26,7 +26,7 @@ export interface TrainSettings {
   train: TrainOptions;
   /** Dev questions of the evaluation slice (the first `train.evalQuestions`). */
   evalQuestions: string;
-  learner: { url: string | null; token: string | null; python: string | null; device: 'auto' | 'cpu' | 'cuda' };
+  learner: { url: string | null; token: string | null; python: string | null; device: 'auto' | 'cpu' | 'cuda'; timeoutMs: number };
   force: boolean;
   report: boolean;
 }
@@ -61,9 +61,10 @@ function trainProgress(io: RunIO, quiet: boolean, steps: number) {
 }
 
 async function openLearner(s: TrainSettings, io: RunIO): Promise<Learner> {
-  if (s.learner.url !== null) return new HttpLearner(s.learner.url, s.learner.token === null ? {} : { token: s.learner.token });
+  const http = { timeoutMs: s.learner.timeoutMs, ...(s.learner.token === null ? {} : { token: s.learner.token }) };
+  if (s.learner.url !== null) return new HttpLearner(s.learner.url, http);
   const log = (l: string) => { if (!s.run.quiet) io.stderr.write(`learner: ${l}\n`); };
-  return spawnLearner({ model: s.run.model, seed: s.train.seed, device: s.learner.device, ...(s.learner.python === null ? {} : { python: s.learner.python }), onLog: log });
+  return spawnLearner({ ...http, model: s.run.model, seed: s.train.seed, device: s.learner.device, ...(s.learner.python === null ? {} : { python: s.learner.python }), onLog: log });
 }
 
 /** The training questions in the run's seeded order (all of --questions after --offset / --limit). */
