@@ -58,6 +58,65 @@ async function compare(name, shape, fn, bytes) {
   return row;
 }
 
+const GATHER_V = 151936;
+function gatherInput(R, rand) {
+  const logits = new Float32Array(R * GATHER_V);
+  for (let i = 0; i < logits.length; i++) logits[i] = (rand() - 0.5) * 40;
+  return { logits, targets: new Int32Array(R).map(() => Math.floor(rand() * GATHER_V)) };
+}
+/** Disjoint views of `rows` rows each, taken in turn. */
+function gatherViews(logits, targets, R, rows) {
+  let k = 0;
+  const n = Math.max(1, Math.floor(R / rows)), V = GATHER_V;
+  return { next: () => { const j = k++ % n; return [logits.subarray(j * rows * V, (j + 1) * rows * V), targets.subarray(j * rows, (j + 1) * rows)]; } };
+}
+
+// `--gather-child R`: this process's gatherLogProbs path (MEMPO_SIMD picks it, once per process,
+// native/cpu/simd.h) timed on the addon directly: median ms at R rows and at 16 rows.
+if (args.includes('--gather-child')) {
+  const R = Number(args[args.indexOf('--gather-child') + 1]), V = GATHER_V;
+  const { logits, targets } = gatherInput(R, rng(1));
+  const median = (fn, n) => {
+    fn();
+    const t = [];
+    for (let i = 0; i < n; i++) { const a = process.hrtime.bigint(); fn(); t.push(Number(process.hrtime.bigint() - a) / 1e6); }
+    return t.sort((a, b) => a - b)[n >> 1];
+  };
+  const slow = process.env.MEMPO_SIMD === 'scalar';
+  const few = gatherViews(logits, targets, R, 16);
+  const msR = median(() => addon.gatherLogProbs(logits, targets, R, V), slow ? 3 : 15);
+  const ms16 = median(() => addon.gatherLogProbs(...few.next(), 16, V), slow ? 5 : 48);
+  process.stdout.write(JSON.stringify({ R, msR, ms16 }));
+  process.exit(0);
+}
+
+// Each gatherLogProbs SIMD path (MEMPO_SIMD=avx512 | avx2 | scalar) in a child process, round-robin
+// `rounds` times, each round after a fresh read-bandwidth probe here; medians over the rounds.
+function gatherSimdPaths(R, rounds) {
+  const paths = ['avx512', 'avx2', 'scalar'], runs = Object.fromEntries(paths.map((p) => [p, []])), bws = [];
+  const script = fileURLToPath(import.meta.url);
+  for (let k = 0; k < rounds; k++) {
+    bws.push(readBandwidthGBs());
+    for (const p of paths) {
+      const env = { ...process.env, MEMPO_SIMD: p };
+      runs[p].push(JSON.parse(execFileSync(process.execPath, [script, '--gather-child', String(R)], { env, encoding: 'utf8' })));
+    }
+  }
+  const med = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
+  const bw = med(bws), out = { readBandwidthGBs: bw, readBandwidthRounds: bws, rounds, paths: {} };
+  log(`\ngatherLogProbs SIMD paths (child processes, medians of ${rounds} rounds; read bandwidth ${bw.toFixed(1)} GB/s, rounds ${bws.map((b) => b.toFixed(1)).join(' / ')})`);
+  for (const p of paths) {
+    const row = {};
+    for (const [key, rows] of [['msR', R], ['ms16', 16]]) {
+      const ms = med(runs[p].map((x) => x[key])), gbs = (rows * GATHER_V * 4) / ms / 1e6;
+      row[`R${rows}`] = { ms, GBs: gbs, bandwidthShare: gbs / bw, msRounds: runs[p].map((x) => x[key]) };
+    }
+    out.paths[p] = row;
+    log(`  MEMPO_SIMD=${p.padEnd(7)} ` + Object.entries(row).map(([k, v]) => `${k}: ${v.ms.toFixed(2)} ms ${v.GBs.toFixed(1)} GB/s ${(100 * v.bandwidthShare).toFixed(0)}%`).join('   '));
+  }
+  return out;
+}
+
 const r = rng(1);
 const info = addon.info();
 const machine = {
@@ -75,15 +134,23 @@ log(`single-pass read bandwidth: ${readBandwidth.toFixed(1)} GB/s\n`);
 const kernels = [];
 
 {
-  const R = quick ? 32 : 256, V = 151936;
-  const logits = new Float32Array(R * V);
-  for (let i = 0; i < logits.length; i++) logits[i] = (r() - 0.5) * 40;
-  const targets = new Int32Array(R).map(() => Math.floor(r() * V));
+  // Rows of logits at Qwen's vocabulary. R=16 cycles through 16 disjoint views of the R=256
+  // buffer so that every call reads from memory (16 rows, 9.7 MB, would stay in a large L3).
+  const R = quick ? 32 : 256, V = GATHER_V;
+  const { logits, targets } = gatherInput(R, r);
   const row = await compare('gatherLogProbs', `R=${R} V=${V}`, () => mempo.gatherLogProbs(logits, targets, R, V), R * V * 4);
   row.bandwidthShare = row.nativeGBs / readBandwidth;
   log(`${''.padEnd(57)}native reaches ${(100 * row.bandwidthShare).toFixed(0)}% of read bandwidth`);
   kernels.push(row);
+  const few = gatherViews(logits, targets, R, 16);
+  const row16 = await compare('gatherLogProbs', `R=16 V=${V}`, () => mempo.gatherLogProbs(...few.next(), 16, V), 16 * V * 4);
+  row16.bandwidthShare = row16.nativeGBs / readBandwidth;
+  log(`${''.padEnd(57)}native reaches ${(100 * row16.bandwidthShare).toFixed(0)}% of read bandwidth`);
+  kernels.push(row16);
 }
+let gatherPaths;
+if (!args.includes('--skip-simd-paths')) gatherPaths = gatherSimdPaths(quick ? 32 : 256, quick ? 1 : 3);
+
 {
   const R = 288, A = 16;
   const logp = new Float32Array(R * A).map(() => Math.log(r() + 1e-6));
@@ -127,6 +194,7 @@ if (!args.includes('--kernels-only')) {
 
 if (json) {
   const out = { machine, readBandwidthGBs: readBandwidth, kernels };
+  if (gatherPaths) out.gatherSimdPaths = gatherPaths;
   if (runtime) out.runtime = runtime;
   process.stdout.write(JSON.stringify(out, null, 2) + '\n');
 }
