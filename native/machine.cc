@@ -43,7 +43,8 @@ MEMPO_AVX2_TARGET float sum_avx2(const float* x, int64_t n) {
 
 }  // namespace
 
-const char* simd_path() { return cpu_has_avx2() ? "avx2" : "scalar"; }
+// The best path gatherLogProbs takes (the other kernels stop at AVX2); MEMPO_SIMD caps it.
+const char* simd_path() { return cpu_has_avx512() ? "avx512" : cpu_has_avx2() ? "avx2" : "scalar"; }
 int thread_count() { return configured_threads(); }
 
 double read_bandwidth_seconds(const float* data, int64_t n, int repeats) {
