@@ -24,7 +24,7 @@ export interface TrainSettings {
   run: RunSettings;
   out: string;
   train: TrainOptions;
-  /** Dev questions of the evaluation slice (the first `train.evalQuestions`). */
+  /** Dev questions file of the evaluation slice (`train.evalQuestions` of them, a fixed seeded shuffle). */
   evalQuestions: string;
   learner: { url: string | null; token: string | null; python: string | null; device: 'auto' | 'cpu' | 'cuda'; timeoutMs: number };
   force: boolean;
@@ -80,7 +80,8 @@ export async function executeTrain(s: TrainSettings, io: RunIO): Promise<StepMet
   const out = resolve(s.out);
   const warn = (m: string) => void io.stderr.write(`warning: ${m}\n`);
   const order = trainOrder(s);
-  const dev = readQuestions(s.evalQuestions).slice(0, s.train.evalQuestions);
+  // A fixed mixed slice (the split is ordered by kind): shuffled with seed 0 whatever the run's seed, so every run evaluates on the same questions.
+  const dev = shuffled(readQuestions(s.evalQuestions), 0).slice(0, s.train.evalQuestions);
   checkModelConfig(s.run.model);
   checkManifest(s.run.model, warn);
   if (s.force) for (const f of ['metrics.jsonl', 'checkpoints', 'weights', 'train-report.html']) rmSync(join(out, f), { recursive: true, force: true });
