@@ -205,3 +205,55 @@ describe('computeAdvantages (the pipeline) = the separate kernels', () => {
     for (const i of [1, 4]) expect((scored[i] as Record<string, unknown>).advantages).toBeUndefined();
   });
 });
+
+/**
+ * The CUDA twin (native/cuda/advantage.cu) through the public API, as test/kernels/cuda-parity.test.ts
+ * does: the CUDA addon (MEMPO_CUDA_BINDING, default build-cuda/Release/mempo.node; the CPU
+ * emulation build of native/cuda/emu/parity.sh also works) on 'native-cuda' = 'native' = 'js'.
+ * Skipped, visibly, without a CUDA build and a usable (or emulated) device.
+ */
+describe('mempoAdvantages: CUDA = CPU = JS', () => {
+  type Api = typeof import('../../src');
+  const addonPath = path.resolve(root, process.env.MEMPO_CUDA_BINDING ?? 'build-cuda/Release/mempo.node');
+  let api: Api | null = null;
+  let why = 'runs in the native jest project only';
+  if (EXPECTED_BACKEND === 'native') {
+    const saved = { ...process.env };
+    try {
+      process.env.MEMPO_NATIVE_BINDING = addonPath;
+      delete process.env.MEMPO_DEVICE;
+      jest.isolateModules(() => {
+        const be = require('../../src/kernels/backend') as typeof import('../../src/kernels/backend');
+        const info = require('fs').existsSync(addonPath) ? be.nativeInfo() : null;
+        if (!info) why = `no CUDA addon at ${addonPath}`;
+        else if (!info.cuda) why = `no usable CUDA device (${info.cudaError})`;
+        else api = require('../../src') as Api;
+      });
+    } finally {
+      process.env = saved;
+    }
+  }
+  if (!api) console.warn(`mempo-advantages.test.ts: CUDA checks SKIPPED: ${why}`);
+  const gpuIt = api ? it : it.skip;
+  gpuIt('agrees on random batches (several shapes, empty spans, question-round)', () => {
+    const a = api!;
+    const inputs = [
+      { ...randomInput(11, 40, 300, 3), alpha: 0.3 },
+      { ...randomInput(12, 7, 33, 0), alpha: -2 },
+      { ...randomInput(13, 33, 129, 4), memGrouping: 'question-round' as const, normByStd: false, alpha: -1.5 },
+    ];
+    for (const input of inputs) {
+      const got: Record<string, MempoAdvantagesResult> = {};
+      for (const b of ['native-cuda', 'native', 'js'] as const) {
+        a.setBackend(b);
+        got[b] = a.mempoAdvantages(input);
+      }
+      a.setBackend('native');
+      for (const k of ['outcome', 'memory', 'final'] as const) {
+        expectClose(got['native-cuda']![k], got.native![k], 1e-5, 1e-5);
+        expectClose(got['native-cuda']![k], got.js![k], 1e-5, 1e-5);
+      }
+    }
+  });
+});
+type MempoAdvantagesResult = import('../../src').MempoAdvantages;
