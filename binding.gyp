@@ -12,6 +12,7 @@
         "native/napi/gather_logprobs.cc",
         "native/napi/answer_probability.cc",
         "native/napi/advantage.cc",
+        "native/napi/advantage_stage.cc",
         "native/napi/ppo_loss.cc",
         "native/napi/read_bandwidth.cc",
         "native/cpu/gather_logprobs.cc",

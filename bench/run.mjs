@@ -44,9 +44,10 @@ async function measure(fn, time) {
   return { opsPerSec: 1000 / r.latency.mean, ms: r.latency.mean, rme: r.latency.rme };
 }
 
-async function compare(name, shape, fn, bytes) {
+// jsFn: what the JS side runs where it differs from fn (the advantage stage: 3 kernels vs fused).
+async function compare(name, shape, fn, bytes, jsFn = fn) {
   mempo.setBackend('js');
-  const js = await measure(fn, 1500);
+  const js = await measure(jsFn, 1500);
   mempo.setBackend('native');
   const native = await measure(fn, 1500);
   const row = { name, shape, jsOpsPerSec: js.opsPerSec, nativeOpsPerSec: native.opsPerSec, ratio: native.opsPerSec / js.opsPerSec };
@@ -172,6 +173,20 @@ if (!args.includes('--skip-simd-paths')) gatherPaths = gatherSimdPaths(quick ? 3
   const rewards = new Float32Array(M).map(() => r() - 0.5);
   const memGroups = Array.from({ length: M }, (_, m) => Math.floor(m / 48));
   kernels.push(await compare('memoryAdvantage', `B=${B} T=${T} 3 spans/traj`, () => mempo.memoryAdvantage(rewards, memGroups, spans, B, T)));
+  // The whole advantage stage (docs/algorithm.md §5): outcome + memory + final. `stage3` is the
+  // three-kernel path the pipeline used to take; the headline row is native mempoAdvantages (one
+  // pass) against that path on the JS twins, the work the JS backend does for the same results.
+  const stage3 = () => {
+    const outcome = mempo.grpoOutcomeAdvantage(scores, groups, mask, T);
+    return mempo.finalAdvantage(outcome, mempo.memoryAdvantage(rewards, memGroups, spans, B, T), mask, { alpha: 0.5 });
+  };
+  const fused = () => mempo.mempoAdvantages({ scores, groups, responseMask: mask, seqLen: T, memRewards: rewards, memGroups, spans, alpha: 0.5 });
+  const stageShape = `B=${B} T=${T} 3 spans/traj`;
+  const stage = await compare('advantage stage', `${stageShape}, fused vs JS 3 kernels`, fused, 0, stage3);
+  const separate = await compare('advantage stage 3 krn', stageShape, stage3);
+  const fusedBoth = await compare('mempoAdvantages', `${stageShape}, both fused`, fused);
+  log(`${''.padEnd(57)}fused native is ${(separate.nativeOpsPerSec > 0 ? stage.nativeOpsPerSec / separate.nativeOpsPerSec : 0).toFixed(1)}x the 3 native kernels`);
+  kernels.push(stage, separate, fusedBoth);
 }
 {
   const rows = quick ? 256 : 2048, cols = 4096, n = rows * cols;

@@ -14,6 +14,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("answerProbability", Napi::Function::New(env, b::AnswerProbability, "answerProbability"));
   exports.Set("grpoOutcomeAdvantage", Napi::Function::New(env, b::GrpoOutcomeAdvantage, "grpoOutcomeAdvantage"));
   exports.Set("memoryAdvantage", Napi::Function::New(env, b::MemoryAdvantage, "memoryAdvantage"));
+  exports.Set("mempoAdvantages", Napi::Function::New(env, b::MempoAdvantages, "mempoAdvantages"));
   exports.Set("ppoPolicyLoss", Napi::Function::New(env, b::PpoPolicyLoss, "ppoPolicyLoss"));
   exports.Set("readBandwidth", Napi::Function::New(env, b::ReadBandwidth, "readBandwidth"));
   exports.Set("info", Napi::Function::New(env, b::Info, "info"));

@@ -15,6 +15,32 @@ struct PpoLossResult {
   double loss, clip_frac, approx_kl, kl;
 };
 
+// mempo_advantages' arguments: a batch of `rows` trajectories (scores, groups, mask [rows, cols])
+// and its m memory rewards with their groups and spans (row, start, end), as the two advantages.
+struct AdvantageBatch {
+  const double* scores;
+  const int32_t* groups;
+  int32_t group_count;
+  const uint8_t* mask;
+  int64_t rows, cols;
+  const double* mem_rewards;
+  const int32_t* mem_groups;
+  int32_t mem_group_count;
+  const int32_t* spans;
+  int64_t m;
+  double eps;
+  bool norm_by_std;
+  double alpha;
+};
+
+// Its three [rows, cols] results; memory_zeroed: memory arrives as zeros (as out_zeroed below).
+struct AdvantageResults {
+  float* outcome;
+  float* memory;
+  float* final;
+  bool memory_zeroed;
+};
+
 }  // namespace mempo
 
 // One list, expanded in both namespaces below, so the CPU and CUDA entry points cannot drift.
@@ -29,6 +55,9 @@ struct PpoLossResult {
 // memory_advantage (advantage): rewards normalised the same way, written over each span
 //   (row, start, end) of out[rows, cols], 0 elsewhere. Spans are in bounds and do not overlap
 //   within a row. out_zeroed: out arrives as zeros (else the CPU clears it; CUDA writes it all).
+// mempo_advantages (advantage): outcome_advantage, memory_advantage and the final advantage
+//   outcome + alpha * memory on mask tokens (0 elsewhere) in one call, each result written once:
+//   the same values as the three separate steps, bit for bit on the CPU (§5).
 // ppo_policy_loss (ppo_loss): verl's clipped PPO surrogate with dual clip, aggregated by
 //   agg_mode, plus kl_coef * KL(kl_type) when ref_logp is given; d(loss)/d(logp) into grad (§6).
 //   global_norm > 0: the mini-batch's count to divide by (mask tokens for token-mean, sequences
@@ -42,6 +71,7 @@ struct PpoLossResult {
   void memory_advantage(const double* rewards, const int32_t* groups, int64_t m, int32_t group_count, double eps, \
                         bool norm_by_std, const int32_t* spans, int64_t rows, int64_t cols, bool out_zeroed,      \
                         float* out);                                                                              \
+  void mempo_advantages(const AdvantageBatch& batch, const AdvantageResults& out);                               \
   PpoLossResult ppo_policy_loss(const float* logp, const float* old_logp, const float* adv, const uint8_t* mask,  \
                                 int64_t rows, int64_t cols, double clip_low, double clip_high, double clip_c,     \
                                 AggMode agg_mode, const float* ref_logp, double kl_coef, KlType kl_type,          \

@@ -15,6 +15,7 @@ export {
   grpoOutcomeAdvantage, memoryAdvantage, finalAdvantage, groupNormalize,
   ppoPolicyLoss, AGG_MODES, KL_TYPES,
 } from './kernels';
+export { mempoAdvantages, type MempoAdvantagesInput, type MempoAdvantages } from './kernels'; // §5 in one pass
 export type {
   Backend, NativeDeviceBuffer, FormatResult, ComputeScoreOptions, AnswerProbabilityOptions, MemoryRewards,
   GroupNormOptions, MemoryAdvantageOptions, MemGrouping, PpoPolicyLossInput, PpoPolicyLossResult, AggMode, KlType,

@@ -1,7 +1,7 @@
 // Group statistics (tiny: one value per trajectory or snapshot) and the [B, T] writes that
 // dominate the cost of both advantages; the writes are split across threads by rows.
 #include <cmath>
-#include <cstring>
+#include <algorithm>
 #include <limits>
 #include <vector>
 
@@ -48,66 +48,110 @@ inline float to_float(double v) {
   return v >= kOverflow ? kInf : v <= -kOverflow ? -kInf : float(v);
 }
 
-void broadcast_row_scalar(float v, const uint8_t* m, float* o, int64_t cols) {
-  for (int64_t c = 0; c < cols; ++c) o[c] = m[c] != 0 ? v : 0.0f;
+// o[0, n) = mask ? v : 0, and o[0, n) = v: the two row writers every [B, T] result is made of.
+void masked_row_scalar(float v, const uint8_t* m, float* o, int64_t n) {
+  for (int64_t c = 0; c < n; ++c) o[c] = m[c] != 0 ? v : 0.0f;
+}
+void fill_row_scalar(float v, float* o, int64_t n) {
+  for (int64_t c = 0; c < n; ++c) o[c] = v;
 }
 
 #if MEMPO_X86
-// Streaming stores: the [B, T] result is far larger than the caches and is not read back here,
-// so writing around the cache saves the read-for-ownership traffic.
-MEMPO_AVX2_TARGET void broadcast_row_avx2(float v, const uint8_t* m, float* o, int64_t cols) {
+// Streaming stores: the [B, T] results are far larger than the caches and are not read back
+// here, so writing around the cache saves the read-for-ownership traffic.
+MEMPO_AVX2_TARGET void masked_row_avx2(float v, const uint8_t* m, float* o, int64_t n) {
   int64_t c = 0;
-  for (; c < cols && (reinterpret_cast<uintptr_t>(o + c) & 31) != 0; ++c) o[c] = m[c] != 0 ? v : 0.0f;
+  for (; c < n && (reinterpret_cast<uintptr_t>(o + c) & 31) != 0; ++c) o[c] = m[c] != 0 ? v : 0.0f;
   const __m256 vv = _mm256_set1_ps(v);
   const __m256i zero = _mm256_setzero_si256();
-  for (; c + 8 <= cols; c += 8) {
+  for (; c + 8 <= n; c += 8) {
     const __m128i mb = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m + c));
     const __m256i is_zero = _mm256_cmpeq_epi32(_mm256_cvtepu8_epi32(mb), zero);
     _mm256_stream_ps(o + c, _mm256_andnot_ps(_mm256_castsi256_ps(is_zero), vv));
   }
-  for (; c < cols; ++c) o[c] = m[c] != 0 ? v : 0.0f;
+  for (; c < n; ++c) o[c] = m[c] != 0 ? v : 0.0f;
+}
+
+MEMPO_AVX2_TARGET void fill_row_avx2(float v, float* o, int64_t n) {
+  int64_t c = 0;
+  for (; c < n && (reinterpret_cast<uintptr_t>(o + c) & 31) != 0; ++c) o[c] = v;
+  const __m256 vv = _mm256_set1_ps(v);
+  for (; c + 8 <= n; c += 8) _mm256_stream_ps(o + c, vv);
+  for (; c < n; ++c) o[c] = v;
 }
 #endif
 
-}  // namespace
-
-void broadcast_rows(const double* row_values, const uint8_t* mask, int64_t rows, int64_t cols, float* out) {
-  const bool avx2 = cpu_has_avx2();
-  parallel_for(rows, std::max<int64_t>(1, (int64_t{1} << 16) / cols), [&](int64_t r0, int64_t r1, int) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const float v = to_float(row_values[r]);
+struct RowWriter {
+  bool avx2 = cpu_has_avx2();
+  void masked(float v, const uint8_t* m, float* o, int64_t n) const {
 #if MEMPO_X86
-      if (avx2) {
-        broadcast_row_avx2(v, mask + r * cols, out + r * cols, cols);
-        continue;
-      }
+    if (avx2) return masked_row_avx2(v, m, o, n);
 #endif
-      broadcast_row_scalar(v, mask + r * cols, out + r * cols, cols);
-    }
+    masked_row_scalar(v, m, o, n);
+  }
+  void fill(float v, float* o, int64_t n) const {
+#if MEMPO_X86
+    if (avx2 && n >= 32) return fill_row_avx2(v, o, n);
+#endif
+    fill_row_scalar(v, o, n);
+  }
+  void done() const {  // the streaming stores of this thread are visible before it is joined
 #if MEMPO_X86
     if (avx2) _mm_sfence();
 #endif
+  }
+};
+
+// Rows of at least ~64k values per thread: below that a thread costs more than it saves.
+int64_t row_grain(int64_t cols) { return std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(cols, 1)); }
+
+}  // namespace
+
+SpansByRow spans_by_row(const int32_t* spans, int64_t m, int64_t rows) {
+  SpansByRow b;
+  b.first.assign(size_t(rows) + 1, 0);
+  b.order.resize(size_t(m));
+  for (int64_t k = 0; k < m; ++k) ++b.first[spans[3 * k] + 1];
+  for (int64_t r = 0; r < rows; ++r) b.first[r + 1] += b.first[r];
+  std::vector<int64_t> fill(b.first.begin(), b.first.end() - 1);
+  for (int64_t k = 0; k < m; ++k) b.order[fill[spans[3 * k]]++] = k;
+  for (int64_t r = 0; r < rows; ++r) {  // by start within a row (a few spans each: insertion sort)
+    for (int64_t j = b.first[r] + 1; j < b.first[r + 1]; ++j) {
+      const int64_t k = b.order[j];
+      int64_t i = j;
+      for (; i > b.first[r] && spans[3 * b.order[i - 1] + 1] > spans[3 * k + 1]; --i) b.order[i] = b.order[i - 1];
+      b.order[i] = k;
+    }
+  }
+  return b;
+}
+
+void broadcast_rows(const double* row_values, const uint8_t* mask, int64_t rows, int64_t cols, float* out) {
+  parallel_for(rows, row_grain(cols), [&](int64_t r0, int64_t r1, int) {
+    const RowWriter w;
+    for (int64_t r = r0; r < r1; ++r) w.masked(to_float(row_values[r]), mask + r * cols, out + r * cols, cols);
+    w.done();
   });
 }
 
+// One pass per row: zeros between the spans (unless out arrived zeroed), the value on each.
 void write_spans(const double* values, const int32_t* spans, int64_t m, int64_t rows, int64_t cols, bool zero_first,
                  float* out) {
-  // Bucket spans by row so each worker zeroes and fills only its own rows.
-  std::vector<int64_t> first(rows + 1, 0), order(m);
-  for (int64_t k = 0; k < m; ++k) ++first[spans[3 * k] + 1];
-  for (int64_t r = 0; r < rows; ++r) first[r + 1] += first[r];
-  std::vector<int64_t> fill(first.begin(), first.end() - 1);
-  for (int64_t k = 0; k < m; ++k) order[fill[spans[3 * k]]++] = k;
-  parallel_for(rows, std::max<int64_t>(1, (int64_t{1} << 16) / cols), [&](int64_t r0, int64_t r1, int) {
-    if (zero_first) std::memset(out + r0 * cols, 0, sizeof(float) * size_t((r1 - r0) * cols));
+  const SpansByRow b = spans_by_row(spans, m, rows);
+  parallel_for(rows, row_grain(cols), [&](int64_t r0, int64_t r1, int) {
+    const RowWriter w;
     for (int64_t r = r0; r < r1; ++r) {
-      for (int64_t j = first[r]; j < first[r + 1]; ++j) {
-        const int64_t k = order[j];
-        const float v = to_float(values[k]);
-        float* o = out + r * cols;
-        for (int32_t c = spans[3 * k + 1]; c < spans[3 * k + 2]; ++c) o[c] = v;
+      float* o = out + r * cols;
+      int64_t pos = 0;
+      for (int64_t j = b.first[r]; j < b.first[r + 1]; ++j) {
+        const int64_t k = b.order[j], s = spans[3 * k + 1], e = spans[3 * k + 2];
+        if (zero_first) w.fill(0.0f, o + pos, s - pos);
+        w.fill(to_float(values[k]), o + s, e - s);
+        pos = e;
       }
+      if (zero_first) w.fill(0.0f, o + pos, cols - pos);
     }
+    w.done();
   });
 }
 
@@ -124,6 +168,47 @@ void memory_advantage(const double* rewards, const int32_t* groups, int64_t m, i
   std::vector<double> adv(m);
   group_normalize(rewards, groups, m, group_count, eps, norm_by_std, adv.data());
   write_spans(adv.data(), spans, m, rows, cols, !out_zeroed, out);
+}
+
+namespace {
+
+// Row r of the three results, span by span: the gaps carry (outcome, final) = (o, o + alpha*0)
+// on mask tokens and memory 0; span k carries memory v_k and final o + alpha*v_k. The sums are
+// those of the separate path (float operands, double arithmetic, one rounding), so -0 and NaN
+// come out as there too.
+void stage_row(const AdvantageBatch& in, const AdvantageResults& out, const SpansByRow& b, const double* adv_o,
+               const double* adv_m, int64_t r, const RowWriter& w) {
+  const int64_t cols = in.cols, base = r * cols;
+  const uint8_t* mask = in.mask + base;
+  const float o = to_float(adv_o[r]);
+  auto segment = [&](int64_t s, int64_t e, float v, bool write_memory) {
+    w.masked(o, mask + s, out.outcome + base + s, e - s);
+    w.masked(to_float(double(o) + in.alpha * double(v)), mask + s, out.final + base + s, e - s);
+    if (write_memory) w.fill(v, out.memory + base + s, e - s);
+  };
+  int64_t pos = 0;
+  for (int64_t j = b.first[r]; j < b.first[r + 1]; ++j) {
+    const int64_t k = b.order[j], s = in.spans[3 * k + 1], e = in.spans[3 * k + 2];
+    if (s > pos) segment(pos, s, 0.0f, !out.memory_zeroed);
+    segment(s, e, to_float(adv_m[k]), true);
+    pos = e;
+  }
+  if (cols > pos) segment(pos, cols, 0.0f, !out.memory_zeroed);
+}
+
+}  // namespace
+
+void mempo_advantages(const AdvantageBatch& in, const AdvantageResults& out) {
+  std::vector<double> adv_o(size_t(in.rows)), adv_m(size_t(in.m));
+  group_normalize(in.scores, in.groups, in.rows, in.group_count, in.eps, in.norm_by_std, adv_o.data());
+  group_normalize(in.mem_rewards, in.mem_groups, in.m, in.mem_group_count, in.eps, in.norm_by_std, adv_m.data());
+  const SpansByRow b = spans_by_row(in.spans, in.m, in.rows);
+  // Three results per row: a third of the single-result grain.
+  parallel_for(in.rows, std::max<int64_t>(1, row_grain(in.cols) / 3), [&](int64_t r0, int64_t r1, int) {
+    const RowWriter w;
+    for (int64_t r = r0; r < r1; ++r) stage_row(in, out, b, adv_o.data(), adv_m.data(), r, w);
+    w.done();
+  });
 }
 
 }  // namespace cpu

@@ -2,6 +2,7 @@
 // test (native/cuda/emu), which checks the device kernels against them one step at a time.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 namespace mempo {
 namespace cpu {
@@ -12,6 +13,12 @@ void group_normalize(const double* values, const int32_t* groups, int64_t n, int
 
 // out[r, c] = row_values[r] where mask[r, c] != 0, else 0.
 void broadcast_rows(const double* row_values, const uint8_t* mask, int64_t rows, int64_t cols, float* out);
+
+// The spans of each row, by start: those of row r are order[first[r] .. first[r + 1]).
+struct SpansByRow {
+  std::vector<int64_t> first, order;
+};
+SpansByRow spans_by_row(const int32_t* spans, int64_t m, int64_t rows);
 
 // out[row, start:end] = values[m] for each span m = (row, start, end), 0 elsewhere: with
 // zero_first the rows are cleared first, else out must arrive zeroed.

@@ -66,6 +66,21 @@ __global__ void spans_kernel(const double* __restrict__ values, const int32_t* _
   }
 }
 
+// The outcome and final advantages of mempo_advantages, from the row values and the memory
+// advantage already on the device: final = o + alpha * memory on mask tokens, with float
+// operands and one rounding of the double sum, as native/cpu/advantage.cc.
+__global__ void outcome_final_kernel(const double* __restrict__ row_values, const uint8_t* __restrict__ mask,
+                                     const float* __restrict__ memory, int64_t rows, int64_t cols, double alpha,
+                                     float* __restrict__ outcome, float* __restrict__ final_adv) {
+  const int64_t n = rows * cols;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const float o = float(row_values[i / cols]);
+    const bool on = mask[i] != 0;
+    outcome[i] = on ? o : 0.0f;
+    final_adv[i] = on ? float(double(o) + alpha * double(memory[i])) : 0.0f;
+  }
+}
+
 // Counting sort of the group ids: offsets[group_count + 1], order[n] (stable).
 void member_lists(const int32_t* groups, int64_t n, int32_t group_count, std::vector<int32_t>& offsets,
                   std::vector<int32_t>& order) {

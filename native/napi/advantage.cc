@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "advantage_args.h"
 #include "alloc.h"
 #include "args.h"
 #include "dispatch.h"
@@ -26,18 +27,28 @@ struct GroupArgs {
 };
 
 GroupArgs group_args(const Napi::CallbackInfo& info, int64_t n) {
-  std::vector<int32_t> groups = read_once(typed_arg<int32_t>(info, 1, "groups", napi_int32_array, n));
-  const int64_t group_count = size_arg(info, 2, "groupCount", true);
+  int32_t group_count = 0;
+  std::vector<int32_t> groups = group_ids(info, 1, "groups", "groupCount", n, &group_count);
+  const double eps = number_arg(info, 6, "eps");
+  const bool norm_by_std = info[7].ToBoolean().Value();
+  return GroupArgs{std::move(groups), group_count, eps, norm_by_std};
+}
+
+}  // namespace
+
+std::vector<int32_t> group_ids(const Napi::CallbackInfo& info, size_t at, const char* arg, const char* count_arg,
+                               int64_t n, int32_t* count) {
+  std::vector<int32_t> groups = read_once(typed_arg<int32_t>(info, at, arg, napi_int32_array, n));
+  const int64_t group_count = size_arg(info, at + 1, count_arg, true);
   const int32_t* gp = groups.data();
   for (int64_t i = 0; i < n; ++i) {
     if (gp[i] < 0 || gp[i] >= group_count) {
-      const std::string arg = "groups[" + std::to_string(i) + "]";
-      range_error(info.Env(), "a group id in [0, groupCount)", arg.c_str(), std::to_string(gp[i]));
+      const std::string name = std::string(arg) + "[" + std::to_string(i) + "]";
+      range_error(info.Env(), std::string("a group id in [0, ") + count_arg + ")", name.c_str(), std::to_string(gp[i]));
     }
   }
-  const double eps = number_arg(info, 6, "eps");
-  const bool norm_by_std = info[7].ToBoolean().Value();
-  return GroupArgs{std::move(groups), static_cast<int32_t>(group_count), eps, norm_by_std};
+  *count = static_cast<int32_t>(group_count);
+  return groups;
 }
 
 // Bounds and overlap: the TS wrapper reports these in detail; this is the backstop. Spans in
@@ -67,8 +78,6 @@ void check_spans(const Napi::CallbackInfo& info, const int32_t* sp, int64_t m, i
     }
   }
 }
-
-}  // namespace
 
 Napi::Value GrpoOutcomeAdvantage(const Napi::CallbackInfo& info) {
   return guarded(info, [&]() -> Napi::Value {

@@ -11,6 +11,7 @@ Napi::Value GatherLogProbs(const Napi::CallbackInfo& info);        // gather_log
 Napi::Value AnswerProbability(const Napi::CallbackInfo& info);     // answer_probability.cc
 Napi::Value GrpoOutcomeAdvantage(const Napi::CallbackInfo& info);  // advantage.cc
 Napi::Value MemoryAdvantage(const Napi::CallbackInfo& info);       // advantage.cc
+Napi::Value MempoAdvantages(const Napi::CallbackInfo& info);       // advantage_stage.cc
 Napi::Value PpoPolicyLoss(const Napi::CallbackInfo& info);         // ppo_loss.cc
 Napi::Value ReadBandwidth(const Napi::CallbackInfo& info);         // read_bandwidth.cc
 Napi::Value Info(const Napi::CallbackInfo& info);                  // device.cc

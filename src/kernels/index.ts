@@ -6,6 +6,7 @@ export { answerProbability, memoryRewards } from './answer-probability';
 export { grpoOutcomeAdvantage } from './outcome-advantage';
 export { memoryAdvantage } from './memory-advantage';
 export { finalAdvantage } from './final-advantage';
+export { mempoAdvantages, type MempoAdvantagesInput, type MempoAdvantages } from './mempo-advantages';
 export { groupNormalize } from './group-normalize';
 export { ppoPolicyLoss, AGG_MODES, KL_TYPES } from './ppo-policy-loss';
 export type { Backend, NativeDeviceBuffer } from './backend';
