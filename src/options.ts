@@ -145,14 +145,17 @@ export type PipelineOptions = z.output<typeof pipelineSchema>;
 /** What a caller may pass: every field optional, nested groups partial. */
 export type PipelineOptionsInput = z.input<typeof pipelineSchema>;
 
+/** Parses `input` with `schema`; the first issue becomes an ERR_INVALID_OPTION naming its path under `root`. */
+export function parseOptions<S extends z.ZodType>(schema: S, input: unknown, root: string, noun = 'option'): z.output<S> {
+  const r = schema.safeParse(input ?? {});
+  if (r.success) return r.data;
+  const issue = r.error.issues[0]!;
+  const path = issue.path.map(String).join('.');
+  const keys = issue.code === 'unrecognized_keys' ? ` (${(issue as { keys: string[] }).keys.map((k) => JSON.stringify(k)).join(', ')})` : '';
+  throw new MempoError('ERR_INVALID_OPTION', `Invalid ${noun} ${path.length ? `${root}.${path}` : root}: ${issue.message}${keys}`);
+}
+
 /** Validates options and fills in defaults; an invalid option is an error naming it. */
 export function resolveOptions(input: unknown = {}): PipelineOptions {
-  const r = pipelineSchema.safeParse(input ?? {});
-  if (!r.success) {
-    const issue = r.error.issues[0]!;
-    const path = issue.path.map(String).join('.');
-    const keys = issue.code === 'unrecognized_keys' ? ` (${(issue as { keys: string[] }).keys.map((k) => JSON.stringify(k)).join(', ')})` : '';
-    throw new MempoError('ERR_INVALID_OPTION', `Invalid option ${path.length ? `options.${path}` : 'options'}: ${issue.message}${keys}`);
-  }
-  return r.data;
+  return parseOptions(pipelineSchema, input, 'options');
 }

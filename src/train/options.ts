@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { AGG_MODES, KL_TYPES } from '../kernels/ppo-policy-loss';
-import { MempoError } from '../errors';
+import { parseOptions } from '../options';
 
 const posInt = () => z.number().int().positive();
 const nonNegInt = () => z.number().int().nonnegative();
@@ -66,10 +66,5 @@ export type TrainOptionsInput = z.input<typeof trainSchema>;
 
 /** Validates training options and fills in defaults; an invalid one is an error naming it. */
 export function resolveTrainOptions(input: unknown = {}): TrainOptions {
-  const r = trainSchema.safeParse(input ?? {});
-  if (r.success) return r.data;
-  const issue = r.error.issues[0]!;
-  const path = issue.path.map(String).join('.');
-  const keys = issue.code === 'unrecognized_keys' ? ` (${(issue as { keys: string[] }).keys.map((k) => JSON.stringify(k)).join(', ')})` : '';
-  throw new MempoError('ERR_INVALID_OPTION', `Invalid training option ${path.length ? `train.${path}` : 'train'}: ${issue.message}${keys}`);
+  return parseOptions(trainSchema, input, 'train', 'training option');
 }

@@ -137,3 +137,12 @@ describe('microBatches and trainRows', () => {
     expect(got[0]!.tokens).toBe(1);
   });
 });
+
+describe('resolveTrainOptions', () => {
+  it('fills the defaults of docs/algorithm.md §9 and names an invalid option', () => {
+    const o = resolveTrainOptions({});
+    expect([o.ppoEpochs, o.miniBatches, o.oldLogp, o.loss.klCoef, o.loss.klType, o.optim.maxGradNorm]).toEqual([1, 1, 'learner', 0.001, 'low_var_kl', 1]);
+    expect(() => resolveTrainOptions({ optim: { lr: -1 } })).toThrow(/^Invalid training option train\.optim\.lr: /);
+    expect(() => resolveTrainOptions({ ppoEpoch: 2 })).toThrow('Invalid training option train: Unrecognized key: "ppoEpoch" ("ppoEpoch")');
+  });
+});
