@@ -77,6 +77,7 @@ function trainOrder(s: TrainSettings): Question[] {
 
 export async function executeTrain(s: TrainSettings, io: RunIO): Promise<StepMetrics[]> {
   if (s.out.trim().length === 0) throw new MempoError('ERR_INVALID_OPTION', '--out: the output directory is an empty path');
+  if (s.run.options.rollout.context !== 'full') throw new MempoError('ERR_INVALID_OPTION', "--context: mempo train samples with the 'full' context policy (docs/algorithm.md §9); the memory policy is what --eval-every evaluates");
   const out = resolve(s.out);
   const warn = (m: string) => void io.stderr.write(`warning: ${m}\n`);
   const order = trainOrder(s);

@@ -142,6 +142,9 @@ describeWithTorch('mempo train', () => {
     const r = await runCli(['train', '--out', ref, '--steps', '1', ...TINY]);
     expect(r.code).toBe(1);
     expect(r.err).toContain('holds a training run (metrics.jsonl or checkpoints/); pass --resume to continue it or --force to start over');
+    const c = await runCli(['train', '--out', join(root, 'ctx'), ...TINY, '--context', 'memory']);
+    expect(c.code).toBe(2);
+    expect(c.err).toContain("--context: mempo train samples with the 'full' context policy");
     const d = await runCli(['train', '--out', join(root, 'nobody'), '--steps', '1', ...TINY, '--learner', 'http://127.0.0.1:9']);
     expect(d.code).toBe(1);
     expect(d.err).toMatch(/error: learner http:\/\/127\.0\.0\.1:9 GET \/info: .*ECONNREFUSED/);
