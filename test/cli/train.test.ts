@@ -74,7 +74,7 @@ describeWithTorch('mempo train', () => {
     expect(lines(out).at(-1)!.step).toBe(2);
     // the learner it spawned notices (it watches its parent) and exits
     await new Promise((r) => setTimeout(r, 3000));
-    expect(spawnSync('pgrep', ['-f', `--parent-pid ${child.pid}$`]).status).toBe(1);
+    expect(spawnSync('pgrep', ['-f', '--', `--parent-pid ${child.pid}$`]).status).toBe(1); // 1: no such process
     const r = await runCli(['train', '--out', out, '--steps', '3', ...TINY, '--resume']);
     expect(r.err).toBe('');
     expect(r.code).toBe(0);
