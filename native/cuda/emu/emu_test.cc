@@ -166,19 +166,26 @@ void test_answer_probability(uint32_t seed) {
   }
 }
 
-void test_ppo(uint32_t seed) {
-  std::mt19937 rng(seed);
+// Random PPO inputs: log-probs, old / reference log-probs near them, advantages, and a mask with
+// `keep` of the tokens on.
+void fill_ppo_inputs(std::mt19937& rng, float keep, std::vector<float>& logp, std::vector<float>& old,
+                     std::vector<float>& adv, std::vector<float>& ref, std::vector<uint8_t>& mask) {
   std::uniform_real_distribution<float> u(0.f, 1.f);
-  const int64_t rows = 23, cols = 301, n = rows * cols;
-  std::vector<float> logp(n), old(n), adv(n), ref(n), grad_got(n), grad_want(n);
-  std::vector<uint8_t> mask(n);
-  for (int64_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < logp.size(); ++i) {
     logp[i] = -3.f * u(rng);
     old[i] = logp[i] + (u(rng) - 0.5f) * 0.8f;
     adv[i] = (u(rng) - 0.5f) * 3.f;
     ref[i] = logp[i] + (u(rng) - 0.5f) * 0.4f;
-    mask[i] = u(rng) < 0.8f;
+    mask[i] = u(rng) < keep;
   }
+}
+
+void test_ppo(uint32_t seed) {
+  std::mt19937 rng(seed);
+  const int64_t rows = 23, cols = 301, n = rows * cols;
+  std::vector<float> logp(n), old(n), adv(n), ref(n), grad_got(n), grad_want(n);
+  std::vector<uint8_t> mask(n);
+  fill_ppo_inputs(rng, 0.8f, logp, old, adv, ref, mask);
   std::fill(mask.begin() + 5 * cols, mask.begin() + 6 * cols, 0);  // an empty row
   old[7] = logp[7] + 30.f;                                           // ratio clamp (raw < -20)
   old[8] = logp[8] - 25.f;                                           // raw > 20
@@ -227,19 +234,12 @@ void test_ppo(uint32_t seed) {
 // would take: NaN propagates on every path (torch's semantics, the JS twin's), no clamp eats it.
 void test_ppo_specials(uint32_t seed) {
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(0.f, 1.f);
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
   const float specials[] = {nan, inf, -inf, 3e38f, -3e38f, -0.0f};
   const int64_t rows = 7, cols = 67, n = rows * cols;
   std::vector<float> logp(n), old(n), adv(n), ref(n), grad_got(n), grad_want(n);
   std::vector<uint8_t> mask(n);
-  for (int64_t i = 0; i < n; ++i) {
-    logp[i] = -3.f * u(rng);
-    old[i] = logp[i] + (u(rng) - 0.5f) * 0.8f;
-    adv[i] = (u(rng) - 0.5f) * 3.f;
-    ref[i] = logp[i] + (u(rng) - 0.5f) * 0.4f;
-    mask[i] = u(rng) < 0.9f;
-  }
+  fill_ppo_inputs(rng, 0.9f, logp, old, adv, ref, mask);
   for (int k = 0; k < 40; ++k) {  // sprinkle specials over the four inputs
     std::vector<float>* arrs[] = {&logp, &old, &adv, &ref};
     (*arrs[k % 4])[size_t(rng() % n)] = specials[rng() % 6];
