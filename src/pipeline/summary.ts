@@ -5,7 +5,8 @@ import type { BatchRecord } from './batch';
 import type { PipelineStats } from './pipeline';
 import { scoringText } from './outcome-reward';
 
-function meanStd(xs: readonly number[]): { mean: number | null; std: number | null; count: number } {
+/** Mean and sample standard deviation (n − 1), nulls when empty. */
+export function meanStd(xs: readonly number[]): { mean: number | null; std: number | null; count: number } {
   const n = xs.length;
   if (n === 0) return { mean: null, std: null, count: 0 };
   const mean = xs.reduce((a, x) => a + x, 0) / n;
@@ -120,10 +121,15 @@ export interface EvalReport {
   meanTurns: number;
 }
 
+/** Exact match of a trajectory's extracted answer against its golds (format not required). */
+export function exactMatch(r: BatchRecord): number {
+  return emCheck(extractSolution(scoringText(r.text)), r.golds);
+}
+
 /** The evaluation table from batch records. */
 export function evalReport(records: readonly BatchRecord[]): EvalReport {
   const kept = records.filter((r) => !r.excluded);
-  const em = (r: BatchRecord) => emCheck(extractSolution(scoringText(r.text)), r.golds);
+  const em = exactMatch;
   const groups = new Map<string, BatchRecord[]>();
   for (const r of kept) {
     let g = groups.get(r.uid);

@@ -4,11 +4,11 @@
  * complete checkpoint, and with the same seed reproduces the uninterrupted run's metrics (each
  * step samples with mixSeed(seed, step); the learner restores its weights, optimiser and RNG).
  */
-import { closeSync, existsSync, fsyncSync, openSync, rmSync, writeSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Question } from '../contracts';
 import { MempoError } from '../errors';
-import { writeFileAtomic } from '../io/write';
+import { JsonlWriter, writeFileAtomic } from '../io/write';
 import { checkpointDir, checkpoints, ensureRunDir, finishCheckpoint, metricsPath, pruneCheckpoints, readMetrics } from './checkpoint';
 import { evalMetrics, type StepMetrics } from './metrics';
 import { evaluate, runStep, stepQuestions, type TrainContext } from './step';
@@ -21,13 +21,13 @@ export interface TrainRun {
   onStepDone?(m: StepMetrics, all: readonly StepMetrics[]): void;
 }
 
+/** One whole, fsync'd line (a failed write is cut back to the last whole line). */
 function appendLine(file: string, value: unknown): void {
-  const fd = openSync(file, 'a');
+  const w = new JsonlWriter(file, true);
   try {
-    writeSync(fd, `${JSON.stringify(value)}\n`);
-    fsyncSync(fd);
+    w.write([value]);
   } finally {
-    closeSync(fd);
+    w.close();
   }
 }
 

@@ -1,6 +1,6 @@
 /** One metrics.jsonl line per step (docs/algorithm.md §9): what the batch scored, what the update did, where the time went. */
 import type { BatchRecord } from '../contracts';
-import { summarize } from '../pipeline/summary';
+import { exactMatch, meanStd, summarize } from '../pipeline/summary';
 import type { EvalReport } from '../pipeline/summary';
 import type { UpdateStats } from './update';
 
@@ -37,17 +37,14 @@ export interface StepMetrics {
 }
 
 function moments(xs: readonly number[]): Moments {
-  if (xs.length === 0) return { mean: null, std: null };
-  const mean = xs.reduce((a, x) => a + x, 0) / xs.length;
-  return { mean, std: Math.sqrt(xs.reduce((a, x) => a + (x - mean) ** 2, 0) / xs.length) };
+  const { mean, std } = meanStd(xs);
+  return { mean, std };
 }
 
-function meanOf(xs: readonly number[]): number | null {
-  return xs.length === 0 ? null : xs.reduce((a, x) => a + x, 0) / xs.length;
-}
+const meanOf = (xs: readonly number[]): number | null => meanStd(xs).mean;
 
 /** The batch part of a step's line. */
-export function batchMetrics(records: readonly BatchRecord[], em: (r: BatchRecord) => number) {
+export function batchMetrics(records: readonly BatchRecord[]) {
   const s = summarize(records, null);
   const kept = records.filter((r) => !r.excluded);
   const pFull: number[] = [];
@@ -69,7 +66,7 @@ export function batchMetrics(records: readonly BatchRecord[], em: (r: BatchRecor
     questions: s.questions,
     trajectories: s.trajectories,
     meanScore: s.meanScore,
-    em: meanOf(kept.map(em)),
+    em: meanOf(kept.map(exactMatch)),
     formatValidRate: s.formatValidRate,
     memoryReward: { mean: s.memoryReward.mean, std: s.memoryReward.std },
     pFull: meanOf(pFull),

@@ -4,13 +4,12 @@
  * pipeline, update the policy on the learner (§6), write the new weights and hand them to the
  * rollout engines, and evaluate on the dev slice when it is time.
  */
-import type { BatchRecord, Generator, Learner, Question, Retriever, TargetScorer } from '../contracts';
+import type { Generator, Learner, Question, Retriever, TargetScorer } from '../contracts';
 import { runPipeline, type ProgressSink } from '../pipeline/pipeline';
 import { evalReport } from '../pipeline/summary';
-import { emCheck, extractSolution } from '../kernels/outcome-reward';
-import { scoringText } from '../pipeline/outcome-reward';
 import type { PipelineOptions } from '../options';
 import { mixSeed } from '../rng';
+import { timed } from '../util';
 import { trainRows } from './samples';
 import { policyUpdate } from './update';
 import { batchMetrics, evalMetrics, updateMetrics, type StepMetrics } from './metrics';
@@ -35,8 +34,6 @@ export interface TrainContext {
   rolloutProgress?: ProgressSink;
 }
 
-export const emOf = (r: BatchRecord): number => emCheck(extractSolution(scoringText(r.text)), r.golds);
-
 /** The questions of step `step` (1-based): consecutive slices of the seeded order, wrapping around. */
 export function stepQuestions(order: readonly Question[], step: number, perStep: number): Question[] {
   const out: Question[] = [];
@@ -54,13 +51,6 @@ export async function evaluate(ctx: TrainContext, step: number): Promise<ReturnT
   };
   const { records } = await runPipeline({ questions: ctx.dev, generator: ctx.generator, scorer: null, retriever: ctx.retriever, options });
   return evalReport(records);
-}
-
-async function timedPhase<T>(wall: Record<string, number>, key: string, f: () => Promise<T>): Promise<T> {
-  const t = performance.now();
-  const v = await f();
-  wall[key] = Math.round((wall[key] ?? 0) + performance.now() - t);
-  return v;
 }
 
 /**
@@ -87,16 +77,16 @@ export async function runStep(ctx: TrainContext, step: number, questions: readon
     wall['optimiser'] = Math.round(u.ms.optim);
   }
   ctx.onPhase?.(step, 'sync');
-  const dir = await timedPhase(wall, 'save', () => saveWeights(step));
-  await timedPhase(wall, 'sync', () => ctx.sync(dir));
+  const dir = await timed(wall, 'save', () => saveWeights(step));
+  await timed(wall, 'sync', () => ctx.sync(dir));
 
   let ev = null;
   if (ctx.train.evalEvery > 0 && step % ctx.train.evalEvery === 0 && ctx.dev.length > 0) {
     ctx.onPhase?.(step, 'eval');
-    ev = await timedPhase(wall, 'eval', () => evaluate(ctx, step));
+    ev = await timed(wall, 'eval', () => evaluate(ctx, step));
   }
-  const b = batchMetrics(run.records, emOf);
-  wall['total'] = Math.round(performance.now() - t0);
+  const b = batchMetrics(run.records);
+  wall['total'] = performance.now() - t0;
   return {
     step,
     questions: b.questions,
@@ -113,7 +103,7 @@ export async function runStep(ctx: TrainContext, step: number, questions: readon
     ...updateMetrics(u),
     lr: ctx.train.optim.lr,
     tokens: { generated: b.generated, trained: u?.tokens ?? 0 },
-    wallMs: wall,
+    wallMs: Object.fromEntries(Object.entries(wall).map(([k, v]) => [k, Math.round(v)])),
     eval: evalMetrics(ev),
   };
 }

@@ -8,6 +8,7 @@
 import type { Learner } from '../contracts';
 import { ppoPolicyLoss } from '../kernels/ppo-policy-loss';
 import { createRng } from '../rng';
+import { timed } from '../util';
 import { microBatches, padRows, type TrainRow } from './samples';
 import type { TrainOptions } from './options';
 
@@ -29,15 +30,6 @@ interface Row extends TrainRow {
   /** null until known: the first update's rows take theirs from its own forward (the weights have not moved yet). */
   oldLogp: Float32Array | null;
   refLogp: Float32Array | null;
-}
-
-async function timed<T>(ms: Record<string, number>, key: string, f: () => Promise<T>): Promise<T> {
-  const t = performance.now();
-  try {
-    return await f();
-  } finally {
-    ms[key] = (ms[key] ?? 0) + performance.now() - t;
-  }
 }
 
 /** Log-probs of every row under `policy`, in micro-batches, without a graph. */
@@ -100,7 +92,8 @@ export async function policyUpdate(learner: Learner, trainRows: readonly TrainRo
   const rows: Row[] = trainRows.map((r, i) => ({ ...r, oldLogp: sampler ? r.samplerLogp : null, refLogp: ref === null ? null : ref[i]! }));
   // Recomputed old log-probs (§9 [decided]): the first update's rows get theirs from their own
   // forward, which runs on the same weights; only the other rows need a forward of their own.
-  const firstUpdate = new Set(split(rows, o.miniBatches, seed, 0)[0]);
+  const epoch0 = split(rows, o.miniBatches, seed, 0);
+  const firstUpdate = new Set(epoch0[0]);
   const need = rows.filter((r) => r.oldLogp === null && !firstUpdate.has(r));
   if (need.length > 0) {
     const lp = await timed(ms, 'oldLogp', () => logpOf(learner, need, 'current', o.microBatchTokens));
@@ -111,7 +104,7 @@ export async function policyUpdate(learner: Learner, trainRows: readonly TrainRo
   let seen = 0;
   let kl = 0;
   for (let epoch = 0; epoch < o.ppoEpochs; epoch++) {
-    for (const mini of split(rows, o.miniBatches, seed, epoch)) { // epoch 0's split is the one computed above (same seed)
+    for (const mini of epoch === 0 ? epoch0 : split(rows, o.miniBatches, seed, epoch)) {
       const global = { tokens: mini.reduce((a, r) => a + r.tokens, 0), sequences: mini.length };
       let loss = 0;
       for (const mb of microBatches(mini, o.microBatchTokens)) {
