@@ -4,7 +4,6 @@ optimum's `text-generation-with-past` ONNX export, plus config.json and manifest
     /usr/bin/python3 training/export.py [--ckpt training/out/model.pt] [--out models/mempo-tiny]
 """
 import argparse
-import hashlib
 import json
 import os
 import sys
@@ -14,6 +13,7 @@ import torch
 # model.py lives with the learner, which trains the same architecture (learner/mempo_learner)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "learner", "mempo_learner"))
 from model import Config, TinyLM, OnnxWrapper, hf_config, param_count  # noqa: E402
+from manifest import write_manifest  # noqa: E402
 
 
 def export(lm: TinyLM, out: str, extra_config=None):
@@ -54,22 +54,7 @@ def export(lm: TinyLM, out: str, extra_config=None):
     with open(os.path.join(out, "generation_config.json"), "w") as f:
         json.dump({"bos_token_id": 0, "eos_token_id": [0, 2], "pad_token_id": 0}, f, indent=2)
         f.write("\n")
-    write_manifest(out)
-
-
-def write_manifest(out: str):
-    files = {}
-    for name in sorted(os.listdir(out)):
-        p = os.path.join(out, name)
-        if name == "manifest.json" or not os.path.isfile(p):
-            continue
-        h = hashlib.sha256()
-        with open(p, "rb") as f:
-            h.update(f.read())
-        files[name] = {"sha256": h.hexdigest(), "bytes": os.path.getsize(p)}
-    with open(os.path.join(out, "manifest.json"), "w") as f:
-        json.dump({"name": "mempo-tiny", "files": files}, f, indent=2)
-        f.write("\n")
+    write_manifest(out, "mempo-tiny")
 
 
 def main():

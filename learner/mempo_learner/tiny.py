@@ -7,7 +7,6 @@ exporter, so they are matched in MatMul-node order: per block qkv, o, gate_up, d
 tied embedding transposed (the logits). Saving rewrites every initializer in place, the graph
 bytes unchanged, so the rollout engines reload it as it was exported.
 """
-import hashlib
 import json
 import os
 import shutil
@@ -16,6 +15,7 @@ from typing import Dict, List, Tuple
 import numpy as np
 import torch
 
+from .manifest import write_manifest
 from .model import Config, OnnxWrapper, TinyLM
 from .onnx_weights import OnnxFormatError, OnnxWeights
 
@@ -119,27 +119,17 @@ class TinyModel:
             if name not in ("model.onnx", "manifest.json") and os.path.isfile(src):
                 shutil.copyfile(src, os.path.join(out_dir, name))
         self.onnx.write(os.path.join(out_dir, "model.onnx"), self.arrays())
-        write_manifest(out_dir, self.model_dir)
+        write_manifest(out_dir, manifest_name(self.model_dir))
 
 
-def write_manifest(out_dir: str, source_dir: str) -> None:
-    """manifest.json as training/export.py writes it (name from the source's manifest)."""
+def manifest_name(source_dir: str) -> str:
+    """The model's name in the source directory's manifest (else the directory's name)."""
     name = os.path.basename(os.path.normpath(source_dir))
     try:
         with open(os.path.join(source_dir, "manifest.json")) as f:
-            name = json.load(f).get("name", name)
+            return json.load(f).get("name", name)
     except (OSError, ValueError):
-        pass
-    files = {}
-    for n in sorted(os.listdir(out_dir)):
-        p = os.path.join(out_dir, n)
-        if n == "manifest.json" or not os.path.isfile(p):
-            continue
-        with open(p, "rb") as f:
-            files[n] = {"sha256": hashlib.sha256(f.read()).hexdigest(), "bytes": os.path.getsize(p)}
-    with open(os.path.join(out_dir, "manifest.json"), "w") as f:
-        json.dump({"name": name, "files": files}, f, indent=2)
-        f.write("\n")
+        return name
 
 
 def selected_logits(lm: TinyLM, ids: torch.Tensor, mask: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
