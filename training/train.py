@@ -52,7 +52,10 @@ OUT = os.path.join(HERE, "out")
 MODEL_DIR = os.path.join(ROOT, "models", "mempo-tiny")
 ROW = 512
 
-MIX = {"memory": 0.45, "stream": 0.25, "score": 0.10, "copy": 0.20}  # share of trained tokens per sample kind
+# share of trained tokens per sample kind; the three score kinds are the memory reward's probes
+# (tools/world/samples.ts): after the memory context, after the full context, and either where the
+# gold is not in the context
+MIX = {"memory": 0.41, "stream": 0.22, "score": 0.06, "score_full": 0.08, "score_absent": 0.03, "copy": 0.20}
 
 
 def whole_word_pairs():
@@ -244,7 +247,7 @@ def dev_check(lm, dev, n, fh):
     lm.eval()
     res = {}
     rng = random.Random(7)
-    for p in ("memory", "full", "score", "stream"):
+    for p in ("memory", "full", "score", "score_full", "stream"):
         xs = [s for s in dev if s["p"] == p and len(s["c"]) + len(s["o"]) <= 1024]
         rng.shuffle(xs)
         xs = xs[:n]

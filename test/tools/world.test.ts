@@ -15,8 +15,9 @@ import { renderObservation } from '../../src/retrieval/observation';
 import { parseRound, renderRound } from '../../src/protocol/round';
 import { computeScore, validateFormat } from '../../src/kernels/outcome-reward';
 import { Bm25, bm25Tokenize } from '../../tools/world/bm25';
+import { probeStats } from '../../tools/world/probes';
 import { NAME_PIECES, YEAR_RANGE } from '../../tools/world/kb';
-import { cachedEncoder, loadTokenizer, trajectorySamples, trajectoryStream } from '../../tools/world/samples';
+import { cachedEncoder, holdsGold, loadTokenizer, trajectorySamples, trajectoryStream } from '../../tools/world/samples';
 import { DEFAULT_SEED, World, buildWorld, oracleTrajectories, tokenizerFiles, worldFiles } from '../../tools/world/world';
 
 const ROOT = path.join(__dirname, '..', '..');
@@ -184,4 +185,64 @@ describe('agent protocol', () => {
       expect(st.pieces.reduce((a, p) => a.concat(enc.encode(p.text)), enc.encode(st.context))).toEqual(whole);
     }
   });
+});
+
+describe('memory-reward probe samples (tools/world/samples.ts)', () => {
+  test('holdsGold needs every part of a bundle answer', () => {
+    expect(holdsGold('… Matha Nemuk was born …', 'Matha Nemuk')).toBe(true);
+    expect(holdsGold('… Matha was born …', 'Matha Nemuk')).toBe(false);
+    expect(holdsGold('1801 and Wumkar Kingdom', 'Wumkar Kingdom, 1801')).toBe(true);
+    expect(holdsGold('1801 only', 'Wumkar Kingdom, 1801')).toBe(false);
+    expect(holdsGold('anything', '')).toBe(false);
+  });
+
+  test('each round from 2 on gets both probes, labelled by whether their context holds the gold', () => {
+    const ts = oracleTrajectories(w, w.questions.dev.filter((_, i) => i % 9 === 0), 5, 0.5);
+    const kinds = new Map<string, number>();
+    for (const t of ts) {
+      const samples = trajectorySamples(t);
+      const probes = samples.filter((s) => s.policy.startsWith('score'));
+      expect(probes.length).toBe(2 * (t.rounds.length - 1));
+      for (const s of probes) {
+        kinds.set(s.policy, (kinds.get(s.policy) ?? 0) + 1);
+        expect(s.round).toBeGreaterThanOrEqual(2);
+        expect(s.output).toBe(`<answer>${t.golds[0]}</answer>`);
+        const parts = t.golds[0]!.split(',').map((p) => p.trim());
+        const holds = parts.every((p) => s.context.includes(p));
+        expect([s.qid, s.round, s.policy === 'score_absent']).toEqual([s.qid, s.round, !holds]);
+      }
+      // the answer round of a correct trajectory: the last observation and the mem both hold the gold
+      const last = probes.slice(-2);
+      if (t.correct && t.rounds.length >= 2) expect(last.map((s) => s.policy).sort()).toEqual(['score', 'score_full']);
+    }
+    expect([...kinds.keys()].sort()).toEqual(['score', 'score_absent', 'score_full']);
+  });
+});
+
+test('probeStats splits P_full / P_mem by whether the probe context holds the gold', async () => {
+  const tok = await loadTokenizer(MODEL);
+  const enc = (s: string) => Array.from(tok.encode(s, { add_special_tokens: false }));
+  const prompt = enc(renderPrompt('Where was Matha Nemuk born?'));
+  const r1 = enc('<mem>none</mem><think>t</think><search>Matha Nemuk</search>');
+  const obs = enc(observationSegment('Matha Nemuk was born in Meirba Ridge.'));
+  const r2 = enc('<mem>Matha Nemuk born in Meirba Ridge</mem><think>t</think><answer>Meirba Ridge</answer>');
+  const r2b = enc('<mem>Matha Nemuk</mem><think>t</think><answer>Meirba Ridge</answer>');
+  const at = r1.length + obs.length;
+  const line = (r2x: number[], mem: string, pFull: number, pMem: number) => JSON.stringify({
+    golds: ['Meirba Ridge'], promptIds: prompt, responseIds: [...r1, ...obs, ...r2x], excluded: false,
+    rounds: [
+      { start: 0, memSpan: [0, 3], pFull: null, pMem: null, memReward: null },
+      { start: at, memSpan: [at, at + enc(mem).length], pFull, pMem, memReward: pMem - pFull },
+    ],
+  });
+  const dir = fs.mkdtempSync(path.join(require('os').tmpdir(), 'probes-'));
+  const file = path.join(dir, 'batch.jsonl');
+  fs.writeFileSync(file, [line(r2, '<mem>Matha Nemuk born in Meirba Ridge</mem>', 0.9, 0.8), line(r2b, '<mem>Matha Nemuk</mem>', 0, 0)].join('\n') + '\n');
+  const s = await probeStats(file, MODEL);
+  expect(s.snapshots).toBe(2);
+  expect(s.pFull.goldInContext).toEqual({ n: 2, zero: 1, zeroShare: 0.5, mean: 0.45 });
+  expect(s.pMem.goldInContext).toEqual({ n: 1, zero: 0, zeroShare: 0, mean: 0.8 });
+  expect(s.pMem.goldAbsent).toEqual({ n: 1, zero: 1, zeroShare: 1, mean: 0 });
+  expect(s.pFull.histogram).toEqual([1, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+  expect(s.memReward.negativeShare).toBeCloseTo(0.5, 12);
 });

@@ -8,10 +8,13 @@
  *   node dist-tools/tools/world/cli.js tokenizer [--model models/mempo-tiny]
  *   node dist-tools/tools/world/cli.js samples --split train|dev [--draws 1] [--flaw-rate 0.3] [--samples-out F]
  *       tokenised training samples for training/train.py
+ *   node dist-tools/tools/world/cli.js probes --batch out/rollout/batch.jsonl
+ *       P_full / P_mem statistics of a rollout (probes.ts)
  */
 import * as fs from 'fs';
 import * as path from 'path';
 import { SeededRandom } from '../../src/rng';
+import { probeStats } from './probes';
 import { cachedEncoder, loadTokenizer, trajectorySamples, trajectoryStream } from './samples';
 import {
   DEFAULT_SEED, MAX_POSITIONS, World, buildWorld, oracleTrajectories, tokenizerFiles, worldFiles,
@@ -135,6 +138,15 @@ function main(): void {
     writeSamples(seed, modelDir, arg('samples-out', `training/out/samples-${split}.jsonl`), Number(arg('draws', '1')),
       split, Number(arg('flaw-rate', '0.3')), Number(arg('worlds', '1')), Number(arg('per-world', '0')),
       !process.argv.includes('--no-full'))
+      .catch((e) => {
+        console.error(e);
+        process.exit(1);
+      });
+    return;
+  }
+  if (cmd === 'probes') {
+    probeStats(arg('batch', 'out/rollout/batch.jsonl'), modelDir)
+      .then((s) => console.log(JSON.stringify(s, null, 2)))
       .catch((e) => {
         console.error(e);
         process.exit(1);

@@ -7,12 +7,18 @@
 import * as path from 'path';
 import { MEM_CLOSE, MEM_OPEN, SPECIAL_TOKENS, SpecialToken } from '../../src/protocol/tags';
 import { SPECIAL_TOKEN_IDS } from '../../src/protocol/embedded-ids';
-import { renderAnswerTarget } from '../../src/protocol/answer';
+import { renderAnswerTarget, splitAnswers } from '../../src/protocol/answer';
 import { renderMemoryContext, renderPrompt } from '../../src/protocol/chat';
 import { observationSegment, renderFullContext } from '../../src/protocol/stream';
 import type { OracleTrajectory } from './oracle';
 
-export type SamplePolicy = 'memory' | 'full' | 'score';
+/**
+ * `score`: the memory probe (promptIds + `<mem>…</mem>` → the answer target); `score_full`: the full
+ * probe (everything before the round → the answer target), both for rounds ≥ 2 whose context holds
+ * every part of the gold (docs/algorithm.md §4); `score_absent`: either probe where the context lacks
+ * a part, so P stays low when the gold cannot be copied.
+ */
+export type SamplePolicy = 'memory' | 'full' | 'score' | 'score_full' | 'score_absent';
 
 /**
  * A whole `full`-policy trajectory as one sequence: context = promptIds, output = the
@@ -42,31 +48,32 @@ export interface TextSample {
   output: string;
 }
 
+/** Every part of `gold` (one name, or a bundle's comma-separated names) occurs in `text`. */
+export function holdsGold(text: string, gold: string): boolean {
+  const parts = splitAnswers(gold);
+  return parts.length > 0 && parts.every((p) => text.includes(p));
+}
+
 /** All samples of one trajectory. */
 export function trajectorySamples(t: OracleTrajectory): TextSample[] {
   const out: TextSample[] = [];
   const texts = t.rounds.map((r) => r.text);
   const obs = t.rounds.map((r) => r.observation).filter((o): o is string => o !== undefined);
+  const gold = t.golds[0] as string;
+  const target = renderAnswerTarget(gold);
   t.rounds.forEach((r, i) => {
     const prev = t.rounds[i - 1];
     const memCtx = i === 0 || !prev
       ? renderPrompt(t.question)
       : renderMemoryContext(t.question, prev.text, prev.observation ?? '');
     out.push({ policy: 'memory', qid: t.qid, round: i + 1, context: memCtx, output: r.text });
-    if (i > 0) {
-      out.push({
-        policy: 'full', qid: t.qid, round: i + 1,
-        context: renderFullContext(t.question, texts.slice(0, i), obs.slice(0, i)),
-        output: r.text,
-      });
-    }
-    if (r.action.kind === 'answer' && t.correct) {
-      out.push({
-        policy: 'score', qid: t.qid, round: i + 1,
-        context: renderPrompt(t.question) + MEM_OPEN + r.mem + MEM_CLOSE,
-        output: renderAnswerTarget(t.golds[0] as string),
-      });
-    }
+    if (i === 0) return;
+    const fullCtx = renderFullContext(t.question, texts.slice(0, i), obs.slice(0, i));
+    out.push({ policy: 'full', qid: t.qid, round: i + 1, context: fullCtx, output: r.text });
+    // the two probes of the memory reward at this round's snapshot (docs/algorithm.md §2, §4)
+    out.push({ policy: holdsGold(fullCtx, gold) ? 'score_full' : 'score_absent', qid: t.qid, round: i + 1, context: fullCtx, output: target });
+    const probe = renderPrompt(t.question) + MEM_OPEN + r.mem + MEM_CLOSE;
+    out.push({ policy: holdsGold(r.mem, gold) ? 'score' : 'score_absent', qid: t.qid, round: i + 1, context: probe, output: target });
   });
   return out;
 }
