@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The training arms of README "Does the memory reward help?": GRPO (--no-memory-reward) and MemPO
+# (alpha 1), from the shipped checkpoint, same questions, seeds and steps. Resumable: each arm
+# continues from its newest checkpoint when run again (a session that ends mid-arm loses at most
+# one step). Outputs under out/arms/<arm>/ (metrics.jsonl, checkpoints/, train-report.html).
+#   bash results/arms.sh [grpo|mempo|mempo-qr ...]     (default: grpo mempo)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+STEPS=${STEPS:-36}
+mkdir -p out/arms
+node results/questions.mjs > out/arms/train-questions.jsonl 2>/dev/null
+common=(--questions out/arms/train-questions.jsonl --shuffle --seed 1 --steps "$STEPS"
+  --questions-per-step 8 -n 8 --max-turns 8 --eval-every 6 --eval-questions 50 --threads 2 --quiet --resume)
+arms=("$@")
+[ ${#arms[@]} -gt 0 ] || arms=(grpo mempo)
+for a in "${arms[@]}"; do
+  case "$a" in
+    grpo) extra=(--no-memory-reward) ;;
+    mempo) extra=() ;;
+    mempo-qr) extra=(--mem-grouping question-round) ;;
+    *) echo "unknown arm $a (grpo, mempo, mempo-qr)" >&2; exit 2 ;;
+  esac
+  echo "$(date -u +%FT%TZ) arm $a: ${STEPS} steps" >&2
+  node dist/cli/main.js train --out "out/arms/$a" "${common[@]}" "${extra[@]}"
+  echo "$(date -u +%FT%TZ) arm $a done" >&2
+done

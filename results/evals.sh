@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The evaluation of README "Does the memory reward help?": base (models/mempo-tiny) and the last
+# checkpoint of each arm (results/arms.sh) on 400 test questions, greedy, at most 16 rounds, under
+# both context policies; then the memory reward (full-policy rollouts, greedy) on 100 dev questions.
+# Writes results/eval/<model>-<policy>.json and results/eval/<model>-dev-probes.json.
+#   bash results/evals.sh [base grpo mempo ...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p results/eval out/evals
+models=("$@")
+[ ${#models[@]} -gt 0 ] || models=(base grpo mempo)
+npx tsc -p tsconfig.tools.json
+for m in "${models[@]}"; do
+  if [ "$m" = base ]; then dir=models/mempo-tiny; else
+    dir=$(ls -d out/arms/"$m"/checkpoints/step-* | sort -t- -k2 -n | tail -1)
+  fi
+  for ctx in memory full; do
+    echo "$(date -u +%FT%TZ) eval $m ($dir) --context $ctx" >&2
+    node dist/cli/main.js eval --model "$dir" --split test --shuffle --seed 1 --limit 400 --context "$ctx" \
+      --max-turns 16 --questions-per-batch 50 --threads 2 --quiet --json --out "out/evals/$m-$ctx" > "results/eval/$m-$ctx.json.tmp"
+    mv "results/eval/$m-$ctx.json.tmp" "results/eval/$m-$ctx.json"
+  done
+  node dist/cli/main.js eval --model "$dir" --split dev --shuffle --seed 0 --limit 100 --context full --memory-reward \
+    --threads 2 --quiet --out "out/evals/$m-dev" > /dev/null
+  node dist-tools/tools/world/cli.js probes --batch "out/evals/$m-dev/batch.jsonl" > "results/eval/$m-dev-probes.json.tmp"
+  mv "results/eval/$m-dev-probes.json.tmp" "results/eval/$m-dev-probes.json"
+done
