@@ -6,20 +6,23 @@
  *
  * A whole new session is built from the new model.onnx: measured on models/mempo-tiny, building a
  * session from the graph plus ORT's in-memory external data (`externalData`) was no faster than
- * from the file (session creation, not reading, dominates), so no graph surgery is done.
+ * from the file (session creation, not reading, dominates), so no weight surgery is done; the
+ * selected-logits rewrite (onnx-select.ts) runs on every file opened, the new one included.
  */
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { MempoError } from '../../errors';
 import { checkModelIO, type ModelConfig, type ModelIO } from './model-dir';
+import { LOGITS_INDEX, rewriteSelectLogits } from './onnx-select';
 import { getOrt, type ExecutionProvider, type OrtSession, type SessionOptions } from './ort';
 
 /** A session and the calls using it; once retired it is released when the last call ends. */
 export class SessionSlot {
   private users = 0;
   private retired = false;
-  constructor(readonly session: OrtSession, readonly modelPath: string) {}
+  /** `io`: what this session's graph takes and returns (the rewrite may differ between files). */
+  constructor(readonly session: OrtSession, readonly modelPath: string, readonly io: ModelIO) {}
 
   /** Runs `fn` with this session held: a retire meanwhile waits for it before releasing. */
   async use<T>(fn: (session: OrtSession) => Promise<T>): Promise<T> {
@@ -102,29 +105,62 @@ export function checkReloadable(
 export interface SessionSettings {
   executionProviders?: ExecutionProvider[];
   sessionOptions?: SessionOptions;
+  /** Rewrite the graph to compute logits only where they are read (onnx-select.ts). Default true. */
+  selectLogits?: boolean;
 }
 
-/** An ORT session of `modelPath` with its inputs and outputs checked against `config`; released on error. */
-export async function openSession(modelPath: string, config: ModelConfig, o: SessionSettings): Promise<{ session: OrtSession; io: ModelIO }> {
-  let session: OrtSession;
+/** The graph rewritten by onnx-select.ts, or why the file is used as it is. */
+function selectedGraph(modelPath: string, o: SessionSettings): { bytes?: Uint8Array; reason?: string } {
+  if (o.selectLogits === false) return { reason: 'turned off by the load option selectLogits: false' };
+  let file: Buffer;
   try {
-    session = await getOrt().InferenceSession.create(modelPath, {
-      ...o.sessionOptions,
-      executionProviders: o.executionProviders ?? o.sessionOptions?.executionProviders ?? ['cpu'],
-    });
+    file = readFileSync(modelPath);
   } catch (err) {
-    throw new MempoError('ERR_MODEL_IO', `ONNX Runtime could not open ${modelPath}: ${(err as Error).message}`);
+    return { reason: `could not read ${modelPath} (${(err as Error).message})` };
+  }
+  return rewriteSelectLogits(file);
+}
+
+/**
+ * An ORT session of `modelPath` with its inputs and outputs checked against `config`; released
+ * on error. The graph is rewritten in memory for selected logits when it can be (the file is
+ * not changed, so a reload rewrites the learner's new file the same way); if ORT refuses the
+ * rewritten graph the file is opened as it is, and `io.selectReason` says why.
+ */
+export async function openSession(modelPath: string, config: ModelConfig, o: SessionSettings): Promise<{ session: OrtSession; io: ModelIO }> {
+  const options = { ...o.sessionOptions, executionProviders: o.executionProviders ?? o.sessionOptions?.executionProviders ?? ['cpu'] };
+  const selected = selectedGraph(modelPath, o);
+  let reason = selected.reason;
+  let session: OrtSession | undefined;
+  if (selected.bytes !== undefined) {
+    try {
+      session = await getOrt().InferenceSession.create(selected.bytes, options);
+    } catch (err) {
+      reason = `ONNX Runtime refused the rewritten graph (${(err as Error).message})`;
+    }
+  }
+  const select = session !== undefined;
+  if (session === undefined) {
+    try {
+      session = await getOrt().InferenceSession.create(modelPath, options);
+    } catch (err) {
+      throw new MempoError('ERR_MODEL_IO', `ONNX Runtime could not open ${modelPath}: ${(err as Error).message}`);
+    }
   }
   try {
     const s = session as OrtSession & { inputMetadata?: unknown; outputMetadata?: unknown };
+    // The input the rewrite added is the runtime's own, not part of the export's contract.
+    const added = (n: string) => select && n === LOGITS_INDEX;
     const io = checkModelIO(
       modelPath,
       config,
-      session.inputNames,
+      session.inputNames.filter((n) => !added(n)),
       session.outputNames,
-      Array.isArray(s.inputMetadata) ? s.inputMetadata : undefined,
+      Array.isArray(s.inputMetadata) ? s.inputMetadata.filter((m: { name: string }) => !added(m.name)) : undefined,
       Array.isArray(s.outputMetadata) ? s.outputMetadata : undefined,
     );
+    io.selectLogits = select;
+    if (!select) io.selectReason = reason;
     return { session, io };
   } catch (err) {
     await session.release();
