@@ -19,7 +19,8 @@ import { fields, firstString, lastInt, Msg, strings, WireError, type Field } fro
 export const LOGITS_INDEX = 'logits_index';
 const PREFIX = 'mempo_select/';
 
-export type SelectRewrite = { bytes: Uint8Array; reason?: undefined } | { bytes?: undefined; reason: string };
+/** `external`: the external data files (locations relative to the model's directory) the graph reads. */
+export type SelectRewrite = { bytes: Uint8Array; external: string[]; reason?: undefined } | { bytes?: undefined; reason: string };
 
 interface NodeInfo {
   field: Field;
@@ -39,7 +40,7 @@ interface GraphInfo {
   inits: Map<string, number[]>;
   inputs: Set<string>;
   outputs: Field[];
-  external: boolean;
+  external: Set<string>;
   constMemo: Map<string, boolean>;
 }
 
@@ -59,14 +60,18 @@ function graphInfo(g: Field[]): GraphInfo {
     for (const t of n.ins) consumers.set(t, [...(consumers.get(t) ?? []), i]);
   });
   const inits = new Map<string, number[]>();
-  let external = false;
+  const external = new Set<string>();
   for (const x of g) {
     if (x.wire !== 2 || (x.no !== 5 && x.no !== 15)) continue;
     const t = fields(x.body);
     // A sparse initializer's name is in its `values` tensor (field 1).
     const tensor = x.no === 15 ? fields(t.find((y) => y.no === 1)?.body ?? new Uint8Array(0)) : t;
     inits.set(firstString(tensor, 8), tensor.filter((y) => y.no === 1 && y.wire === 0).map((y) => Number(y.int)));
-    if (lastInt(tensor, 14) === 1n) external = true;
+    if (lastInt(tensor, 14) !== 1n) continue;
+    // external_data: StringStringEntryProto { key, value }; `location` names the file.
+    for (const e of tensor.filter((y) => y.no === 13 && y.wire === 2).map((y) => fields(y.body))) {
+      if (firstString(e, 1) === 'location') external.add(firstString(e, 2));
+    }
   }
   const inputs = new Set(g.filter((x) => x.no === 11 && x.wire === 2).map((x) => firstString(fields(x.body), 1)));
   const outputs = g.filter((x) => x.no === 12 && x.wire === 2);
@@ -210,7 +215,6 @@ function rewrite(model: Uint8Array): SelectRewrite {
   if (opset < 1) return { reason: 'the model imports no default-domain opset' };
   const g = fields(graphField.body);
   const gi = graphInfo(g);
-  if (gi.external) return { reason: 'its weights are in external data files, which a session built from memory cannot read' };
   const out = logitsOutput(gi);
   if (typeof out === 'string') return { reason: out };
   const plan = planChain(gi);
@@ -260,5 +264,5 @@ function rewrite(model: Uint8Array): SelectRewrite {
     if (x === graphField) bytes.msg(7, graph);
     else bytes.raw(model, x);
   }
-  return { bytes: bytes.finish() };
+  return { bytes: bytes.finish(), external: [...gi.external] };
 }

@@ -10,8 +10,8 @@
  * selected-logits rewrite (onnx-select.ts) runs on every file opened, the new one included.
  */
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import { MempoError } from '../../errors';
 import { checkModelIO, type ModelConfig, type ModelIO } from './model-dir';
 import { LOGITS_INDEX, rewriteSelectLogits } from './onnx-select';
@@ -109,16 +109,35 @@ export interface SessionSettings {
   selectLogits?: boolean;
 }
 
-/** The graph rewritten by onnx-select.ts, or why the file is used as it is. */
-function selectedGraph(modelPath: string, o: SessionSettings): { bytes?: Uint8Array; reason?: string } {
-  if (o.selectLogits === false) return { reason: 'turned off by the load option selectLogits: false' };
-  let file: Buffer;
-  try {
-    file = readFileSync(modelPath);
-  } catch (err) {
-    return { reason: `could not read ${modelPath} (${(err as Error).message})` };
+/** External data read into memory for a rewritten graph, at most this much (the load's peak holds it twice). */
+const MAX_EXTERNAL_BYTES = 2 ** 31;
+
+/** The external data files of a graph built from memory (ORT needs their bytes), or why not. */
+function externalData(modelPath: string, locations: readonly string[]): { path: string; data: Uint8Array }[] | string {
+  const dir = dirname(modelPath);
+  let total = 0;
+  for (const loc of locations) {
+    const p = resolve(dir, loc);
+    if (!existsSync(p)) return `its external data file ${p} is missing`;
+    total += statSync(p).size;
   }
-  return rewriteSelectLogits(file);
+  if (total > MAX_EXTERNAL_BYTES) {
+    return `its ${(total / 2 ** 30).toFixed(1)} GiB of external data would have to be read into memory for the rewritten session (at most ${MAX_EXTERNAL_BYTES / 2 ** 30} GiB)`;
+  }
+  return locations.map((loc) => ({ path: loc, data: readFileSync(resolve(dir, loc)) }));
+}
+
+/** The graph rewritten by onnx-select.ts (with its external data), or why the file is used as it is. */
+function selectedGraph(modelPath: string, o: SessionSettings): { bytes?: Uint8Array; external?: { path: string; data: Uint8Array }[]; reason?: string } {
+  if (o.selectLogits === false) return { reason: 'turned off by the load option selectLogits: false' };
+  try {
+    const r = rewriteSelectLogits(readFileSync(modelPath));
+    if (r.bytes === undefined) return r;
+    const external = externalData(modelPath, r.external);
+    return typeof external === 'string' ? { reason: external } : { bytes: r.bytes, external };
+  } catch (err) {
+    return { reason: `could not read ${modelPath} or its external data (${(err as Error).message})` };
+  }
 }
 
 /**
@@ -134,7 +153,8 @@ export async function openSession(modelPath: string, config: ModelConfig, o: Ses
   let session: OrtSession | undefined;
   if (selected.bytes !== undefined) {
     try {
-      session = await getOrt().InferenceSession.create(selected.bytes, options);
+      const withData = selected.external?.length ? { ...options, externalData: selected.external } : options;
+      session = await getOrt().InferenceSession.create(selected.bytes, withData);
     } catch (err) {
       reason = `ONNX Runtime refused the rewritten graph (${(err as Error).message})`;
     }

@@ -7,11 +7,12 @@
  * ScatterElements bonus), compared with the same model loaded with `selectLogits: false` (the
  * exported graph, full logits) in the same process.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CausalLM } from '../../../src/engines/local/causal-lm';
 import { rewriteSelectLogits } from '../../../src/engines/local/onnx-select';
+import { fields, firstString, Msg } from '../../../src/engines/local/onnx-wire';
 import { scoreTargets } from '../../../src/engines/local/scorer';
 import type { ForwardInput, ForwardModel, ScoreOptions } from '../../../src/engines/local/types';
 import { buildRealVocabModel } from '../../../tools/real-vocab/build';
@@ -61,6 +62,27 @@ async function expectSameScores(sel: CausalLM, full: CausalLM, items: Item[], op
     expect(maxAbsDiff(a.results[i]!, b.results[i]!)).toBeLessThan(1e-5);
   }
   if (options.sharePrefixes !== false) expect(a.stats.sharedItems).toBeGreaterThan(0);
+}
+
+/** `src` with initializer `name` moved to the external data file `location` (as optimum writes large models). */
+function withExternalData(src: Uint8Array, name: string, location: string): { model: Uint8Array; data: Uint8Array } {
+  const m = fields(src);
+  const gf = m.find((f) => f.no === 7)!;
+  const graph = new Msg();
+  let data: Uint8Array | undefined;
+  for (const x of fields(gf.body)) {
+    if (x.no !== 5 || firstString(fields(x.body), 8) !== name) {
+      graph.raw(gf.body, x);
+      continue;
+    }
+    const t = new Msg();
+    for (const y of fields(x.body)) if (y.no === 9) data = y.body; else t.raw(x.body, y);
+    for (const [k, v] of [['location', location], ['offset', '0'], ['length', String(data!.length)]]) t.msg(13, new Msg().str(1, k!).str(2, v!));
+    graph.msg(5, t.int(14, 1));
+  }
+  const model = new Msg();
+  for (const x of m) if (x === gf) model.msg(7, graph); else model.raw(src, x);
+  return { model: model.finish(), data: Uint8Array.from(data!) };
 }
 
 describe('selected logits on the embedded model', () => {
@@ -215,6 +237,27 @@ describe('selected logits on a real-vocabulary directory (V = 151,936)', () => {
       expect(maxAbsDiff(a[i]!.logprobs, b[i]!.logprobs)).toBeLessThan(1e-5);
     }
     expect(tok.decode(a[0]!.tokenIds)).toContain('<mem>facts</mem>');
+  });
+
+  it('a graph with its weights in an external data file is rewritten too', async () => {
+    const dir = join(tmp, 'external');
+    buildRealVocabModel(dir, { script: false });
+    const { model, data } = withExternalData(readFileSync(join(dir, 'model.onnx')), 'embed', 'model.onnx_data');
+    writeFileSync(join(dir, 'model.onnx'), model);
+    writeFileSync(join(dir, 'model.onnx_data'), data);
+    copyFileSync(join(dir, 'model.onnx'), join(dir, 'copy.onnx'));
+    const m = await CausalLM.load(dir, { sessionOptions: { intraOpNumThreads: 1 } });
+    const f = await CausalLM.load(dir, { selectLogits: false, sessionOptions: { intraOpNumThreads: 1 } });
+    try {
+      expect(m.io.selectLogits).toBe(true);
+      await expectSameScores(m, f, memoItems(151669, 100), {});
+      expect(readFileSync(join(dir, 'model.onnx')).equals(readFileSync(join(dir, 'copy.onnx')))).toBe(true);
+      rmSync(join(dir, 'model.onnx_data'));
+      await expect(CausalLM.load(dir)).rejects.toThrow(/could not open/); // the export itself needs it too
+    } finally {
+      await m.dispose();
+      await f.dispose();
+    }
   });
 
   it('a graph whose logits come from an op the rewrite does not know loads on full logits and still scores', async () => {
