@@ -1,8 +1,9 @@
 /**
  * One wave of `generate`: the prompts are left-padded to a common length and prefilled together
- * (identical prompts, such as the samples of one group, only once, their cache rows copied): on
- * a graph with selected logits in one pass that fetches only each row's last position, else in
- * column chunks that bound the logits tensor), then decoded one token per step for every live
+ * (in column chunks that bound the logits tensor of full logits, also with selected logits,
+ * which fetch only each row's last position from the last chunk and nothing from the others, so
+ * no pass is larger than before; identical prompts, such as the samples of one group, only once,
+ * their cache rows copied), then decoded one token per step for every live
  * sequence. Sampling and stop checks read only the last position's logits row of each sequence,
  * as a view. A sequence that finishes leaves the batch at once: the cache is compacted (one copy,
  * only on steps where a sequence finished), and columns that became padding for every remaining
@@ -62,8 +63,8 @@ function uniquePrompts(wave: readonly Seq[]): { uniq: Seq[]; rowOf: number[] } {
 }
 
 /**
- * Prefills the wave: with selected logits in one pass fetching each row's last column only
- * (`[rows, V]`), else in column chunks so that one call's logits stay under maxLogitsBytes.
+ * Prefills the wave in column chunks so that one call's full logits would stay under
+ * maxLogitsBytes; with selected logits only the last chunk returns any: `[rows, V]`.
  */
 async function prefill(ctx: WaveContext, wave: readonly Seq[]): Promise<Prefilled> {
   const { model, stats } = ctx;
@@ -73,7 +74,7 @@ async function prefill(ctx: WaveContext, wave: readonly Seq[]): Promise<Prefille
   for (const s of wave) s.pad = P - s.prompt.length;
   const { uniq, rowOf } = uniquePrompts(wave);
   const bu = uniq.length;
-  const chunk = ctx.select ? P : Math.max(1, Math.min(P, Math.floor(ctx.maxLogitsBytes / (bu * V * 4))));
+  const chunk = Math.max(1, Math.min(P, Math.floor(ctx.maxLogitsBytes / (bu * V * 4))));
   let cache: KVCache = model.emptyCache(bu);
   let logits: Float32Array = new Float32Array(0);
   let lastCols = 0;
@@ -93,7 +94,7 @@ async function prefill(ctx: WaveContext, wave: readonly Seq[]): Promise<Prefille
       }
       mask.fill(1n, r * c1 + Math.min(s.pad, c1), (r + 1) * c1);
     }
-    const logitsAt = ctx.select ? Int32Array.from({ length: bu }, (_, r) => r * n + n - 1) : undefined;
+    const logitsAt = !ctx.select ? undefined : c1 < P ? [] : Int32Array.from({ length: bu }, (_, r) => r * n + n - 1);
     const out = await model.forward({ inputIds, batch: bu, seqLen: n, attentionMask: mask, positionIds, past: cache, logitsAt });
     cache = out.present!;
     logits = out.logits;

@@ -75,7 +75,7 @@ export interface GenerateOptions {
   logprobs?: SamplingParams['logprobs'];
   /** Most sequences decoded together (default 64); more prompts run in waves of similar length. */
   maxBatchSize?: number;
-  /** Bound on the logits tensor of one prefill call, in bytes (default 256 MiB); a prefill with selected logits holds one row per prompt. */
+  /** Bound on the full logits tensor of one prefill call, in bytes (default 256 MiB): it sets the column chunks (with selected logits too, whose last chunk holds one row per prompt). */
   maxLogitsBytes?: number;
   /** Prompts too long for the model: 'error' (default) or keep the last tokens ('left'). */
   truncate?: 'error' | 'left';
@@ -97,8 +97,8 @@ export interface GenerateOptions {
   signal?: AbortSignal;
   /**
    * Fetch only each row's last prompt position from the prefill (default true; used when the
-   * model's graph has selected logits, `io.selectLogits`). False: today's full prefill logits,
-   * in column chunks under maxLogitsBytes.
+   * model's graph has selected logits, `io.selectLogits`), in the same column chunks as without.
+   * False: today's full prefill logits.
    */
   selectLogits?: boolean;
 }

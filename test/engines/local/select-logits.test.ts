@@ -151,16 +151,23 @@ describe('selected logits on the embedded model', () => {
     const opts = { maxNewTokens: 12, seed: 7, eosTokenIds: [], decode: false };
     const a = await sel.generate(prompts, opts);
     const b = await full.generate(prompts, opts);
-    const c = await full.generate(prompts, { ...opts, maxLogitsBytes: 3 * V() * 4 * 4 }); // chunked prefill
+    const chunked = { ...opts, maxLogitsBytes: 3 * V() * 4 * 4 }; // 4 unique prompts: 3 columns per prefill pass
+    const c = await full.generate(prompts, chunked);
+    const d = await sel.generate(prompts, chunked);
     for (let i = 0; i < prompts.length; i++) {
       expect(a[i]!.tokenIds).toEqual(b[i]!.tokenIds);
       expect(c[i]!.tokenIds).toEqual(b[i]!.tokenIds);
+      expect(d[i]!.tokenIds).toEqual(b[i]!.tokenIds);
       expect(maxAbsDiff(a[i]!.logprobs, b[i]!.logprobs)).toBeLessThan(1e-5);
+      expect(maxAbsDiff(d[i]!.logprobs, c[i]!.logprobs)).toBeLessThan(1e-5);
     }
     const passes: { at: number | undefined; tokens: number; floats: number }[] = [];
     const { generate } = await import('../../../src/engines/local/generate');
     await generate(spied(sel, passes), prompts.slice(0, 2), { ...opts, maxNewTokens: 2 });
     expect(passes[0]).toEqual({ at: 2, tokens: 2 * 30, floats: 2 * V() });
+    passes.length = 0;
+    await generate(spied(sel, passes), prompts.slice(0, 2), { ...opts, maxNewTokens: 1, maxLogitsBytes: 2 * 10 * V() * 4 });
+    expect(passes).toEqual([0, 0].map(() => ({ at: 0, tokens: 20, floats: 0 })).concat([{ at: 2, tokens: 20, floats: 2 * V() }]));
   });
 
   it('forward: logitsAt picks rows in order on both graphs; out of range is a clear error', async () => {
