@@ -46,7 +46,7 @@ interface GraphInfo {
 
 const ELEMENTWISE = new Set(['Add', 'Sub', 'Mul', 'Div', 'Max', 'Min', 'Pow']);
 const UNARY = new Set(['Tanh', 'Cast', 'Identity', 'Relu', 'Sigmoid', 'Neg', 'Softplus']);
-const CONSTANT_SOURCES = new Set(['Constant', 'ConstantOfShape']);
+const CONSTANT_SOURCES = new Set(['Constant']);
 
 function graphInfo(g: Field[]): GraphInfo {
   const nodes: NodeInfo[] = g.filter((x) => x.no === 1 && x.wire === 2).map((field) => {
