@@ -6,7 +6,8 @@
 import { MempoError } from '../../errors';
 import { invalidArgument } from './errors';
 import { locateModelFiles, readModelConfig, type ModelConfig, type ModelFiles, type ModelIO } from './model-dir';
-import { getOrt, type ExecutionProvider, type OrtSession, type OrtTensor, type SessionOptions } from './ort';
+import type { ExecutionProvider, OrtSession, SessionOptions } from './ort';
+import { runForward } from './forward-run';
 import { checkReloadable, openSession, SessionSlot, tokenizerHashes } from './reload';
 import { KVCache } from './kv-cache';
 import { Tokenizer } from './tokenizer';
@@ -38,6 +39,12 @@ export interface LoadOptions {
   modelFile?: string;
   /** Load the tokenizer from the same directory (default true), or pass one, or false for none. */
   tokenizer?: boolean | Tokenizer;
+  /**
+   * Rewrite the graph in memory so that the LM head runs only at the positions a pass reads
+   * (onnx-select.ts; default true). The model falls back to full logits, with `io.selectReason`
+   * saying why, when the graph is not one the rewrite knows; false forces full logits.
+   */
+  selectLogits?: boolean;
 }
 
 /** What `reload` reports: the ONNX file now in use and how long the swap took. */
@@ -55,7 +62,7 @@ export class CausalLM implements ForwardModel {
   private constructor(
     files: ModelFiles,
     readonly config: ModelConfig,
-    readonly io: ModelIO,
+    io: ModelIO,
     session: OrtSession,
     readonly tokenizer: Tokenizer | undefined,
     private readonly options: LoadOptions,
@@ -63,7 +70,15 @@ export class CausalLM implements ForwardModel {
     private readonly tokenizerFiles: Map<string, string> | undefined,
   ) {
     this.files = files;
-    this.slot = new SessionSlot(session, files.modelPath);
+    this.slot = new SessionSlot(session, files.modelPath, io);
+    this.lastIO = io;
+  }
+
+  private lastIO: ModelIO;
+
+  /** The inputs and outputs of the graph new calls run on (see `ModelIO.selectLogits`). */
+  get io(): ModelIO {
+    return this.slot?.io ?? this.lastIO;
   }
 
   /** The model directory (the last one reloaded from). */
@@ -132,7 +147,8 @@ export class CausalLM implements ForwardModel {
       await session.release();
       throw new MempoError('ERR_DISPOSED', `The model ${this.modelPath} was disposed during the reload from ${files.dir}`);
     }
-    this.slot = new SessionSlot(session, files.modelPath);
+    this.slot = new SessionSlot(session, files.modelPath, io);
+    this.lastIO = io;
     this.files = files;
     await old.retire();
     return { modelPath: files.modelPath, ms: performance.now() - t0 };
@@ -146,11 +162,11 @@ export class CausalLM implements ForwardModel {
       fn({
         modelPath: slot.modelPath,
         config: this.config,
-        io: this.io,
+        io: slot.io,
         tokenizer: this.tokenizer,
         padTokenId: this.padTokenId,
         eosTokenIds: this.eosTokenIds,
-        forward: (input) => this.run(session, slot.modelPath, input),
+        forward: (input) => runForward(session, slot.modelPath, this.config, slot.io, input),
         emptyCache: (batch) => this.emptyCache(batch),
       }),
     );
@@ -171,52 +187,6 @@ export class CausalLM implements ForwardModel {
   /** One forward pass. Low level: shapes are the caller's responsibility. */
   forward(input: ForwardInput): Promise<ForwardOutput> {
     return this.pinned((m) => m.forward(input));
-  }
-
-  private async run(session: OrtSession, modelPath: string, input: ForwardInput): Promise<ForwardOutput> {
-    const ort = getOrt();
-    const { batch, seqLen, past } = input;
-    const total = past.length + seqLen;
-    const feeds: Record<string, OrtTensor> = {
-      input_ids: new ort.Tensor('int64', input.inputIds, [batch, seqLen]),
-      attention_mask: new ort.Tensor('int64', input.attentionMask, [batch, total]),
-    };
-    if (this.io.hasPositionIds) feeds['position_ids'] = new ort.Tensor('int64', input.positionIds, [batch, seqLen]);
-    if (this.io.hasUseCacheBranch) feeds['use_cache_branch'] = new ort.Tensor('bool', [past.length > 0], [1]);
-    for (let i = 0; i < this.config.numLayers; i++) {
-      feeds[this.io.pastKeyNames[i]!] = past.keys[i]!;
-      feeds[this.io.pastValueNames[i]!] = past.values[i]!;
-    }
-    const fetchPresent = input.fetchPresent ?? true;
-    const fetches = fetchPresent
-      ? ['logits', ...this.io.presentKeyNames, ...this.io.presentValueNames]
-      : ['logits'];
-    const out = await session.run(feeds, fetches);
-    const logitsT = out['logits'] as OrtTensor | undefined;
-    if (logitsT === undefined) throw new MempoError('ERR_MODEL_IO', `${modelPath} returned no logits`);
-    const V = this.config.vocabSize;
-    const dims = logitsT.dims;
-    if (dims.length !== 3 || dims[0] !== batch || dims[1] !== seqLen || dims[2] !== V) {
-      throw new MempoError(
-        'ERR_MODEL_IO',
-        `${modelPath} returned logits of shape [${dims.join(', ')}], expected [${batch}, ${seqLen}, ${V}]`,
-      );
-    }
-    let present: KVCache | undefined;
-    if (fetchPresent) {
-      const keys = this.io.presentKeyNames.map((n) => out[n] as OrtTensor);
-      const values = this.io.presentValueNames.map((n) => out[n] as OrtTensor);
-      const d = keys[0]!.dims;
-      if (d[0] !== batch || d[1] !== this.config.numKvHeads || d[2] !== total || d[3] !== this.config.headDim) {
-        throw new MempoError(
-          'ERR_MODEL_IO',
-          `${modelPath} returned ${this.io.presentKeyNames[0]} of shape [${d.join(', ')}], expected ` +
-            `[${batch}, ${this.config.numKvHeads}, ${total}, ${this.config.headDim}]`,
-        );
-      }
-      present = new KVCache(keys, values, batch, total, this.config.numKvHeads, this.config.headDim);
-    }
-    return { logits: logitsT.data as Float32Array, present };
   }
 
   /** An empty cache for `batch` rows. */

@@ -24,6 +24,8 @@ export interface ResolvedGenerate {
   processor: GenerateOptions['logitsProcessor'];
   onResult: GenerateOptions['onResult'];
   signal: AbortSignal | undefined;
+  /** The prefill fetches only each row's last position (selected logits in the graph and the option on). */
+  select: boolean;
 }
 
 /** One prompt's sequence while it is generated. */
@@ -98,6 +100,8 @@ export function resolveGenerateOptions(model: ForwardModel, options: GenerateOpt
   const truncate = options.truncate ?? 'error';
   if (truncate !== 'error' && truncate !== 'left') throw invalidArgument("'error' or 'left'", 'options.truncate', truncate);
   const matcher = stopMatcher(model, options);
+  const select = options.selectLogits ?? true;
+  if (typeof select !== 'boolean') throw invalidArgument('a boolean', 'options.selectLogits', select);
   return {
     maxNewTokens: options.maxNewTokens,
     params,
@@ -110,6 +114,7 @@ export function resolveGenerateOptions(model: ForwardModel, options: GenerateOpt
     processor: optFunction(options.logitsProcessor, 'options.logitsProcessor'),
     onResult: optFunction(options.onResult, 'options.onResult'),
     signal: optSignal(options.signal),
+    select: select && model.io.selectLogits,
   };
 }
 

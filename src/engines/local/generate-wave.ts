@@ -1,7 +1,9 @@
 /**
  * One wave of `generate`: the prompts are left-padded to a common length and prefilled together
- * (in column chunks that bound the logits tensor; identical prompts, such as the samples of one
- * group, only once, their cache rows copied), then decoded one token per step for every live
+ * (in column chunks that bound the logits tensor of full logits, also with selected logits,
+ * which fetch only each row's last position from the last chunk and nothing from the others, so
+ * no pass is larger than before; identical prompts, such as the samples of one group, only once,
+ * their cache rows copied), then decoded one token per step for every live
  * sequence. Sampling and stop checks read only the last position's logits row of each sequence,
  * as a view. A sequence that finishes leaves the batch at once: the cache is compacted (one copy,
  * only on steps where a sequence finished), and columns that became padding for every remaining
@@ -20,6 +22,8 @@ export interface WaveContext {
   matcher: StopMatcher;
   scratch: SamplerScratch;
   maxLogitsBytes: number;
+  /** Prefill with selected logits: only the last position of each row. */
+  select: boolean;
   /** This call's statistics (never shared between calls). */
   stats: GenerationStats;
   finish: (s: Seq, reason: FinishReason, stop?: string) => void;
@@ -32,8 +36,9 @@ export interface WaveContext {
 interface Prefilled {
   cache: KVCache;
   logits: Float32Array;
-  /** Columns of the last prefill chunk (the logits' second dimension). */
-  lastCols: number;
+  /** Floats between two rows' last-position logits, and where row 0's starts. */
+  rowStride: number;
+  rowOffset: number;
   /** Unique-prompt row of each sequence of the wave. */
   rowOf: number[];
   unique: number;
@@ -57,7 +62,10 @@ function uniquePrompts(wave: readonly Seq[]): { uniq: Seq[]; rowOf: number[] } {
   return { uniq, rowOf };
 }
 
-/** Prefills the wave in column chunks so that one call's logits stay under maxLogitsBytes. */
+/**
+ * Prefills the wave in column chunks so that one call's full logits would stay under
+ * maxLogitsBytes; with selected logits only the last chunk returns any: `[rows, V]`.
+ */
 async function prefill(ctx: WaveContext, wave: readonly Seq[]): Promise<Prefilled> {
   const { model, stats } = ctx;
   const V = model.config.vocabSize;
@@ -86,7 +94,8 @@ async function prefill(ctx: WaveContext, wave: readonly Seq[]): Promise<Prefille
       }
       mask.fill(1n, r * c1 + Math.min(s.pad, c1), (r + 1) * c1);
     }
-    const out = await model.forward({ inputIds, batch: bu, seqLen: n, attentionMask: mask, positionIds, past: cache });
+    const logitsAt = !ctx.select ? undefined : c1 < P ? [] : Int32Array.from({ length: bu }, (_, r) => r * n + n - 1);
+    const out = await model.forward({ inputIds, batch: bu, seqLen: n, attentionMask: mask, positionIds, past: cache, logitsAt });
     cache = out.present!;
     logits = out.logits;
     lastCols = n;
@@ -94,7 +103,8 @@ async function prefill(ctx: WaveContext, wave: readonly Seq[]): Promise<Prefille
   if (bu < wave.length) cache = cache.compact(rowOf, 0);
   stats.prefillTokens += uniq.reduce((acc, s) => acc + s.prompt.length, 0);
   stats.paddedPrefillTokens += bu * P;
-  return { cache, logits, lastCols, rowOf, unique: bu };
+  const rowStride = ctx.select ? V : lastCols * V;
+  return { cache, logits, rowStride, rowOffset: rowStride - V, rowOf, unique: bu };
 }
 
 /** Where each live sequence's last-position logits row is in the current logits tensor. */
@@ -159,8 +169,8 @@ export async function runWave(ctx: WaveContext, wave: Seq[]): Promise<void> {
   let live = wave;
   const view: RowView = {
     logits: pre.logits,
-    rowStride: pre.lastCols * V,
-    rowOffset: (pre.lastCols - 1) * V,
+    rowStride: pre.rowStride,
+    rowOffset: pre.rowOffset,
     rowOf: pre.rowOf,
     ownRow: ctx.processor !== undefined && pre.unique < wave.length ? new Float32Array(V) : undefined,
   };

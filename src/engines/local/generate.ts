@@ -47,6 +47,7 @@ export async function generate(model: ForwardModel, prompts: readonly PromptInpu
     matcher: opts.matcher,
     scratch: new SamplerScratch(model.config.vocabSize),
     maxLogitsBytes: opts.maxLogitsBytes,
+    select: opts.select,
     stats,
     finish,
     processor: opts.processor,

@@ -165,6 +165,13 @@ export interface ModelIO {
   pastValueNames: string[];
   presentKeyNames: string[];
   presentValueNames: string[];
+  /**
+   * The session runs the graph rewritten by onnx-select.ts: it takes `logits_index` and computes
+   * the LM head only at those positions (docs/algorithm.md §4). False: full logits, as exported.
+   */
+  selectLogits: boolean;
+  /** Why the rewrite was not used (an unrecognised graph, `selectLogits: false`, ...). */
+  selectReason?: string;
 }
 
 interface IOMeta {
@@ -254,5 +261,6 @@ export function checkModelIO(
     pastValueNames,
     presentKeyNames,
     presentValueNames,
+    selectLogits: false,
   };
 }

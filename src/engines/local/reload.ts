@@ -6,20 +6,23 @@
  *
  * A whole new session is built from the new model.onnx: measured on models/mempo-tiny, building a
  * session from the graph plus ORT's in-memory external data (`externalData`) was no faster than
- * from the file (session creation, not reading, dominates), so no graph surgery is done.
+ * from the file (session creation, not reading, dominates), so no weight surgery is done; the
+ * selected-logits rewrite (onnx-select.ts) runs on every file opened, the new one included.
  */
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import { MempoError } from '../../errors';
 import { checkModelIO, type ModelConfig, type ModelIO } from './model-dir';
+import { LOGITS_INDEX, rewriteSelectLogits } from './onnx-select';
 import { getOrt, type ExecutionProvider, type OrtSession, type SessionOptions } from './ort';
 
 /** A session and the calls using it; once retired it is released when the last call ends. */
 export class SessionSlot {
   private users = 0;
   private retired = false;
-  constructor(readonly session: OrtSession, readonly modelPath: string) {}
+  /** `io`: what this session's graph takes and returns (the rewrite may differ between files). */
+  constructor(readonly session: OrtSession, readonly modelPath: string, readonly io: ModelIO) {}
 
   /** Runs `fn` with this session held: a retire meanwhile waits for it before releasing. */
   async use<T>(fn: (session: OrtSession) => Promise<T>): Promise<T> {
@@ -102,29 +105,82 @@ export function checkReloadable(
 export interface SessionSettings {
   executionProviders?: ExecutionProvider[];
   sessionOptions?: SessionOptions;
+  /** Rewrite the graph to compute logits only where they are read (onnx-select.ts). Default true. */
+  selectLogits?: boolean;
 }
 
-/** An ORT session of `modelPath` with its inputs and outputs checked against `config`; released on error. */
-export async function openSession(modelPath: string, config: ModelConfig, o: SessionSettings): Promise<{ session: OrtSession; io: ModelIO }> {
-  let session: OrtSession;
+/** External data read into memory for a rewritten graph, at most this much (the load's peak holds it twice). */
+const MAX_EXTERNAL_BYTES = 2 ** 31;
+
+/** The external data files of a graph built from memory (ORT needs their bytes), or why not. */
+function externalData(modelPath: string, locations: readonly string[]): { path: string; data: Uint8Array }[] | string {
+  const dir = dirname(modelPath);
+  let total = 0;
+  for (const loc of locations) {
+    const p = resolve(dir, loc);
+    if (!existsSync(p)) return `its external data file ${p} is missing`;
+    total += statSync(p).size;
+  }
+  if (total > MAX_EXTERNAL_BYTES) {
+    return `its ${(total / 2 ** 30).toFixed(1)} GiB of external data would have to be read into memory for the rewritten session (at most ${MAX_EXTERNAL_BYTES / 2 ** 30} GiB)`;
+  }
+  return locations.map((loc) => ({ path: loc, data: readFileSync(resolve(dir, loc)) }));
+}
+
+/** The graph rewritten by onnx-select.ts (with its external data), or why the file is used as it is. */
+function selectedGraph(modelPath: string, o: SessionSettings): { bytes?: Uint8Array; external?: { path: string; data: Uint8Array }[]; reason?: string } {
+  if (o.selectLogits === false) return { reason: 'turned off by the load option selectLogits: false' };
   try {
-    session = await getOrt().InferenceSession.create(modelPath, {
-      ...o.sessionOptions,
-      executionProviders: o.executionProviders ?? o.sessionOptions?.executionProviders ?? ['cpu'],
-    });
+    const r = rewriteSelectLogits(readFileSync(modelPath));
+    if (r.bytes === undefined) return r;
+    const external = externalData(modelPath, r.external);
+    return typeof external === 'string' ? { reason: external } : { bytes: r.bytes, external };
   } catch (err) {
-    throw new MempoError('ERR_MODEL_IO', `ONNX Runtime could not open ${modelPath}: ${(err as Error).message}`);
+    return { reason: `could not read ${modelPath} or its external data (${(err as Error).message})` };
+  }
+}
+
+/**
+ * An ORT session of `modelPath` with its inputs and outputs checked against `config`; released
+ * on error. The graph is rewritten in memory for selected logits when it can be (the file is
+ * not changed, so a reload rewrites the learner's new file the same way); if ORT refuses the
+ * rewritten graph the file is opened as it is, and `io.selectReason` says why.
+ */
+export async function openSession(modelPath: string, config: ModelConfig, o: SessionSettings): Promise<{ session: OrtSession; io: ModelIO }> {
+  const options = { ...o.sessionOptions, executionProviders: o.executionProviders ?? o.sessionOptions?.executionProviders ?? ['cpu'] };
+  const selected = selectedGraph(modelPath, o);
+  let reason = selected.reason;
+  let session: OrtSession | undefined;
+  if (selected.bytes !== undefined) {
+    try {
+      const withData = selected.external?.length ? { ...options, externalData: selected.external } : options;
+      session = await getOrt().InferenceSession.create(selected.bytes, withData);
+    } catch (err) {
+      reason = `ONNX Runtime refused the rewritten graph (${(err as Error).message})`;
+    }
+  }
+  const select = session !== undefined;
+  if (session === undefined) {
+    try {
+      session = await getOrt().InferenceSession.create(modelPath, options);
+    } catch (err) {
+      throw new MempoError('ERR_MODEL_IO', `ONNX Runtime could not open ${modelPath}: ${(err as Error).message}`);
+    }
   }
   try {
     const s = session as OrtSession & { inputMetadata?: unknown; outputMetadata?: unknown };
+    // The input the rewrite added is the runtime's own, not part of the export's contract.
+    const added = (n: string) => select && n === LOGITS_INDEX;
     const io = checkModelIO(
       modelPath,
       config,
-      session.inputNames,
+      session.inputNames.filter((n) => !added(n)),
       session.outputNames,
-      Array.isArray(s.inputMetadata) ? s.inputMetadata : undefined,
+      Array.isArray(s.inputMetadata) ? s.inputMetadata.filter((m: { name: string }) => !added(m.name)) : undefined,
       Array.isArray(s.outputMetadata) ? s.outputMetadata : undefined,
     );
+    io.selectLogits = select;
+    if (!select) io.selectReason = reason;
     return { session, io };
   } catch (err) {
     await session.release();

@@ -18,6 +18,14 @@ export interface ResolvedScore {
   gather: GatherFn;
   sharePrefixes: boolean;
   minShared: number;
+  /** Passes fetch only their target rows (the model's graph has selected logits and the option is on). */
+  select: boolean;
+}
+
+/** What one pass may hold: padded tokens, and target rows (selected logits; Infinity without). */
+export interface PassLimits {
+  tokens: number;
+  targets: number;
 }
 
 /** An item as the scorer runs it. */
@@ -29,6 +37,12 @@ export interface Prepared {
 }
 
 const DEFAULT_MAX_LOGITS_BYTES = 256 * 1024 * 1024;
+/**
+ * With selected logits a pass holds targets × V × 4 bytes and the context tokens cost no logits,
+ * so a smaller default bound costs only more (shorter-batched) passes: 32 MiB is 55 targets at
+ * V = 151,936 and 2,730 at V = 3,072.
+ */
+const DEFAULT_MAX_SELECTED_LOGITS_BYTES = 32 * 1024 * 1024;
 const DEFAULT_MIN_SHARED_PREFIX = 16;
 
 /** Checks the options in a fixed order (the first bad one is reported) and applies defaults. */
@@ -43,7 +57,10 @@ export function resolveScoreOptions(model: ForwardModel, options: ScoreOptions):
   if (truncate !== 'error' && truncate !== 'left') throw invalidArgument("'error' or 'left'", 'options.truncate', truncate);
   const maxBatchTokens = options.maxBatchTokens ?? DEFAULTS.scorerMaxBatchTokens;
   if (!Number.isInteger(maxBatchTokens) || maxBatchTokens < 1) throw invalidArgument('a positive integer', 'options.maxBatchTokens', maxBatchTokens);
-  const maxLogitsBytes = options.maxLogitsBytes ?? DEFAULT_MAX_LOGITS_BYTES;
+  const selectOpt = options.selectLogits ?? true;
+  if (typeof selectOpt !== 'boolean') throw invalidArgument('a boolean', 'options.selectLogits', selectOpt);
+  const select = selectOpt && model.io.selectLogits;
+  const maxLogitsBytes = options.maxLogitsBytes ?? (select ? DEFAULT_MAX_SELECTED_LOGITS_BYTES : DEFAULT_MAX_LOGITS_BYTES);
   if (typeof maxLogitsBytes !== 'number' || !(maxLogitsBytes > 0)) throw invalidArgument('a positive number', 'options.maxLogitsBytes', maxLogitsBytes);
   const gather: GatherFn = options.gather ?? gatherLogProbs;
   if (typeof gather !== 'function') throw invalidArgument('a function', 'options.gather', gather);
@@ -51,7 +68,16 @@ export function resolveScoreOptions(model: ForwardModel, options: ScoreOptions):
   if (typeof sharePrefixes !== 'boolean') throw invalidArgument('a boolean', 'options.sharePrefixes', sharePrefixes);
   const minShared = options.minSharedPrefix ?? DEFAULT_MIN_SHARED_PREFIX;
   if (typeof minShared !== 'number' || !(minShared >= 1)) throw invalidArgument('a number >= 1', 'options.minSharedPrefix', minShared);
-  return { padding, truncate, maxBatchTokens, maxLogitsBytes, gather, sharePrefixes, minShared };
+  return { padding, truncate, maxBatchTokens, maxLogitsBytes, gather, sharePrefixes, minShared, select };
+}
+
+/**
+ * docs/algorithm.md §4: full logits bound the padded tokens of a pass by maxLogitsBytes; selected
+ * logits bound only its target rows, and the tokens by maxBatchTokens alone.
+ */
+export function passLimits(opts: ResolvedScore, vocab: number): PassLimits {
+  const rows = Math.max(1, Math.floor(opts.maxLogitsBytes / (vocab * 4)));
+  return opts.select ? { tokens: opts.maxBatchTokens, targets: rows } : { tokens: Math.min(opts.maxBatchTokens, rows), targets: Infinity };
 }
 
 /** Checks `items[index]`: ids in the vocabulary, a non-empty context and target, the model's maximum length. */

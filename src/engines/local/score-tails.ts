@@ -4,8 +4,9 @@
  */
 import { KVCache } from './kv-cache';
 import { getOrt, type OrtTensor } from './ort';
-import type { Prepared } from './score-options';
-import type { ForwardModel, GatherFn } from './types';
+import { gatherRows, targetRows } from './score-batch';
+import type { PassLimits, Prepared, ResolvedScore } from './score-options';
+import type { ForwardModel } from './types';
 
 export interface TailRow {
   item: Prepared;
@@ -51,7 +52,7 @@ async function tailPass(
   past: KVCache,
   rows: readonly TailRow[],
   T: number,
-  gather: GatherFn,
+  opts: Pick<ResolvedScore, 'gather' | 'select'>,
   results: Float32Array[],
 ): Promise<number> {
   const V = model.config.vocabSize;
@@ -73,12 +74,11 @@ async function tailPass(
     mask.fill(1n, m * (pMax + T) + pMax - p, m * (pMax + T) + pMax + n);
     tokens += n;
   });
-  const out = await model.forward({ inputIds, batch: bm, seqLen: T, attentionMask: mask, positionIds, past, fetchPresent: false });
-  rows.forEach(({ item, past: p }, m) => {
-    const t = item.target.length;
-    const first = m * T + (item.context.length - 1 - p);
-    results[item.index] = gather(out.logits.subarray(first * V, (first + t) * V), item.target, t, V);
-  });
+  const items = rows.map((r) => r.item);
+  const first = rows.map(({ item, past: p }, m) => m * T + (item.context.length - 1 - p));
+  const logitsAt = opts.select ? targetRows(first, items.map((it) => it.target.length)) : undefined;
+  const out = await model.forward({ inputIds, batch: bm, seqLen: T, attentionMask: mask, positionIds, past, fetchPresent: false, logitsAt });
+  gatherRows(out.logits, items, first, opts, V, results);
   return tokens;
 }
 
@@ -87,15 +87,15 @@ async function tailPass(
  * row (right-aligned in a [rows, heads, pMax, headDim] past, masked on the left) and runs the
  * rest of its sequence, context[p ..] + target[0 .. t-2], at positions p, p+1, ...; the logits
  * rows from its last context token on are its target log-probs. Tail passes are packed longest
- * past first under the same token budget as the full passes.
+ * past first under the same limits as the full passes (tokens, and targets with selected logits).
  */
 export async function runTails(
   model: ForwardModel,
   present: KVCache,
   hostOffsets: Int32Array,
   members: readonly TailRow[],
-  budget: number,
-  gather: GatherFn,
+  limits: PassLimits,
+  opts: Pick<ResolvedScore, 'gather' | 'select'>,
   results: Float32Array[],
 ): Promise<TailStats> {
   const sorted = members.slice().sort((a, b) => b.past - a.past || a.item.index - b.item.index);
@@ -104,15 +104,18 @@ export async function runTails(
   while (i < sorted.length) {
     const pMax = sorted[i]!.past;
     let T = tailLen(sorted[i]!);
+    let targets = sorted[i]!.item.target.length;
     let j = i + 1;
     while (j < sorted.length) {
       const t2 = Math.max(T, tailLen(sorted[j]!));
-      if ((j - i + 1) * (pMax + t2) > budget) break;
+      const n = sorted[j]!.item.target.length;
+      if ((j - i + 1) * (pMax + t2) > limits.tokens || targets + n > limits.targets) break;
       T = t2;
+      targets += n;
       j++;
     }
     const rows = sorted.slice(i, j);
-    stats.tokens += await tailPass(model, slicePast(present, hostOffsets, rows, pMax), rows, T, gather, results);
+    stats.tokens += await tailPass(model, slicePast(present, hostOffsets, rows, pMax), rows, T, opts, results);
     stats.passes++;
     stats.padded += rows.length * T;
     i = j;

@@ -3,7 +3,9 @@
  * target_<t) for every target token.
  *
  * All items of a call are sorted by length (longest first) and packed into micro-batches whose
- * padded size (rows × longest row) stays within a token budget (score-batch.ts runs one).
+ * padded size (rows × longest row) stays within a token budget (score-batch.ts runs one). On a
+ * graph with selected logits (onnx-select.ts) a pass computes the LM head only at its target
+ * positions, so the logits bound limits its targets rather than its tokens (`passLimits`).
  *
  * Prefix sharing (default on, see prefix.ts): an item whose context is a prefix of another
  * item's context (MemPO full contexts of rounds 2..R of one trajectory) is not run over its
@@ -13,7 +15,7 @@
 import { invalidArgument } from './errors';
 import { findSharing, type PrefixMember } from './prefix';
 import { runMicroBatch } from './score-batch';
-import { prepareItem, resolveScoreOptions, type Prepared, type ResolvedScore } from './score-options';
+import { passLimits, prepareItem, resolveScoreOptions, type PassLimits, type Prepared, type ResolvedScore } from './score-options';
 import { runTails, type TailRow } from './score-tails';
 import type { ForwardModel, ScoreItem, ScoreOptions, ScoreStats, ScoresWithStats } from './types';
 
@@ -30,24 +32,25 @@ export async function scoreTargets(model: ForwardModel, items: readonly ScoreIte
   const isMember = new Uint8Array(prepared.length);
   for (const members of chains.values()) for (const m of members) isMember[m.pos] = 1;
   const order = prepared.filter((_, pos) => !isMember[pos]).sort((a, b) => b.length - a.length || a.index - b.index);
-  const budget = Math.max(1, Math.min(opts.maxBatchTokens, Math.floor(opts.maxLogitsBytes / (model.config.vocabSize * 4))));
+  const limits = passLimits(opts, model.config.vocabSize);
   const stats: ScoreStats = { items: items.length, microBatches: 0, tokens: 0, paddedTokens: 0, targetTokens: 0, sharedItems: 0, tailTokens: 0 };
   for (const it of prepared) stats.targetTokens += it.target.length;
-  for (const batch of microBatches(order, budget)) {
+  for (const batch of microBatches(order, limits)) {
     const members = membersOf(batch, chains, prepared);
-    await scoreMicroBatch(model, batch, members, budget, opts, results, stats);
+    await scoreMicroBatch(model, batch, members, limits, opts, results, stats);
   }
   return { results, stats };
 }
 
-/** Consecutive runs of `order` (longest first) whose rows × longest row stay within `budget`. */
-function microBatches(order: readonly Prepared[], budget: number): Prepared[][] {
+/** Consecutive runs of `order` (longest first) whose rows × longest row, and targets, stay within `limits`. */
+function microBatches(order: readonly Prepared[], limits: PassLimits): Prepared[][] {
   const out: Prepared[][] = [];
   let i = 0;
   while (i < order.length) {
     const L = order[i]!.length;
     let j = i + 1;
-    while (j < order.length && (j - i + 1) * L <= budget) j++;
+    let targets = order[i]!.target.length;
+    while (j < order.length && (j - i + 1) * L <= limits.tokens && targets + order[j]!.target.length <= limits.targets) targets += order[j++]!.target.length;
     out.push(order.slice(i, j));
     i = j;
   }
@@ -71,18 +74,18 @@ async function scoreMicroBatch(
   model: ForwardModel,
   batch: readonly Prepared[],
   members: readonly TailRow[],
-  budget: number,
+  limits: PassLimits,
   opts: ResolvedScore,
   results: Float32Array[],
   stats: ScoreStats,
 ): Promise<void> {
   const L = batch[0]!.length;
-  const run = await runMicroBatch(model, batch, L, opts.padding, opts.gather, results, members.length > 0);
+  const run = await runMicroBatch(model, batch, L, opts, results, members.length > 0);
   stats.microBatches++;
   stats.paddedTokens += batch.length * L;
   for (const it of batch) stats.tokens += it.length;
   if (run.present === undefined) return;
-  const tail = await runTails(model, run.present, run.offsets, members, budget, opts.gather, results);
+  const tail = await runTails(model, run.present, run.offsets, members, limits, opts, results);
   stats.microBatches += tail.passes;
   stats.tailTokens += tail.tokens;
   stats.paddedTokens += tail.padded;

@@ -20,10 +20,17 @@ export interface ForwardInput {
   past: KVCache;
   /** Also fetch `present.*` (the next cache). Default true. */
   fetchPresent?: boolean;
+  /**
+   * Flat positions (`row * seqLen + column`, each in [0, batch × seqLen)) whose logits are
+   * wanted, in this order: the output is then `[logitsAt.length, vocab]`. On a graph with
+   * selected logits (`io.selectLogits`) only these rows go through the LM head; otherwise they
+   * are copied out of the full logits. Default: every position.
+   */
+  logitsAt?: ArrayLike<number>;
 }
 
 export interface ForwardOutput {
-  /** `[batch, seqLen, vocab]` row-major, as ORT returned it (not copied). */
+  /** `[batch, seqLen, vocab]` row-major (`[logitsAt.length, vocab]` with `logitsAt`), as ORT returned it (not copied). */
   logits: Float32Array;
   present: KVCache | undefined;
 }
@@ -68,7 +75,7 @@ export interface GenerateOptions {
   logprobs?: SamplingParams['logprobs'];
   /** Most sequences decoded together (default 64); more prompts run in waves of similar length. */
   maxBatchSize?: number;
-  /** Bound on the logits tensor of one prefill call, in bytes (default 256 MiB). */
+  /** Bound on the full logits tensor of one prefill call, in bytes (default 256 MiB): it sets the column chunks (with selected logits too, whose last chunk holds one row per prompt). */
   maxLogitsBytes?: number;
   /** Prompts too long for the model: 'error' (default) or keep the last tokens ('left'). */
   truncate?: 'error' | 'left';
@@ -88,6 +95,12 @@ export interface GenerateOptions {
   onResult?: (promptIndex: number, result: GenerationResult) => void;
   /** Checked before each forward pass (prefill chunk, decode step): once aborted, the call rejects with the signal's reason. */
   signal?: AbortSignal;
+  /**
+   * Fetch only each row's last prompt position from the prefill (default true; used when the
+   * model's graph has selected logits, `io.selectLogits`), in the same column chunks as without.
+   * False: today's full prefill logits.
+   */
+  selectLogits?: boolean;
 }
 
 export type FinishReason = 'stop' | 'eos' | 'length' | 'context';
@@ -136,8 +149,18 @@ export interface ScoreOptions {
    * the budget runs alone (items are never split).
    */
   maxBatchTokens?: number;
-  /** Bound on one forward pass's logits tensor, in bytes (default 256 MiB); lowers the token budget for large vocabularies. */
+  /**
+   * Bound on one forward pass's logits tensor, in bytes. With selected logits (see
+   * `selectLogits`) a pass holds only its target rows (targets × vocab × 4 bytes), so this bounds
+   * the targets per pass (default 32 MiB: 55 targets at V = 151,936); without, it bounds the
+   * padded tokens per pass (default 256 MiB), lowering the token budget for large vocabularies.
+   */
   maxLogitsBytes?: number;
+  /**
+   * Compute logits only at the target positions (default true; used when the model's graph has
+   * selected logits, `io.selectLogits`). False: today's full `[rows, len, vocab]` logits.
+   */
+  selectLogits?: boolean;
   /** Which side padding goes (default 'right'). Models without position_ids allow only 'right'. */
   padding?: 'right' | 'left';
   /** Items longer than the model's maximum: 'error' (default) or drop the context's first tokens ('left'). */

@@ -61,8 +61,9 @@ describe('scoreTargets on the embedded model', () => {
   it('caps the token budget by maxLogitsBytes', async () => {
     const batch = items();
     // VOCAB-wide rows of 4 bytes: 130 padded tokens per pass. Lengths sorted: 124 | 97 | 71 |
-    // 52 38 | 37 23 12 | 8 6 6 4 (rows x longest row <= 130).
-    await model.scoreTargets(batch, { maxLogitsBytes: 130 * VOCAB * 4 });
+    // 52 38 | 37 23 12 | 8 6 6 4 (rows x longest row <= 130). Full logits: with selected
+    // logits the bound counts target rows only (select-logits.test.ts).
+    await model.scoreTargets(batch, { maxLogitsBytes: 130 * VOCAB * 4, selectLogits: false });
     const stats = model.lastScoreStats!;
     expect(stats.microBatches).toBe(6);
     expect(stats.paddedTokens).toBe(124 + 97 + 71 + 2 * 52 + 3 * 37 + 4 * 8);
