@@ -54,8 +54,8 @@ ROW = 512
 
 # share of trained tokens per sample kind; the three score kinds are the memory reward's probes
 # (tools/world/samples.ts): after the memory context, after the full context, and either where the
-# gold is not in the context
-MIX = {"memory": 0.41, "stream": 0.22, "score": 0.06, "score_full": 0.08, "score_absent": 0.03, "copy": 0.20}
+# gold is not in the context; they get no loss on their context (tensorize)
+MIX = {"memory": 0.43, "stream": 0.24, "score": 0.06, "score_full": 0.06, "score_absent": 0.01, "copy": 0.20}
 
 
 def whole_word_pairs():
@@ -210,7 +210,8 @@ def tensorize(rows):
             nxt = seq[1:]
             # position t predicts token t+1
             tgt[b, o:o + n - 1] = torch.where(gen[1:], nxt, torch.full_like(nxt, -100))
-            aux[b, o:o + n - 1] = torch.where(~gen[1:], nxt, torch.full_like(nxt, -100))
+            if not s["p"].startswith("score"):  # a probe's context ends in the forced <answer>: never a target
+                aux[b, o:o + n - 1] = torch.where(~gen[1:], nxt, torch.full_like(nxt, -100))
             o += n
     return ids, pos, seg, tgt, aux
 

@@ -5,18 +5,20 @@
  * @huggingface/transformers, so the ids are exactly what the runtime produces.
  */
 import * as path from 'path';
-import { MEM_CLOSE, MEM_OPEN, SPECIAL_TOKENS, SpecialToken } from '../../src/protocol/tags';
+import { ANSWER_CLOSE, ANSWER_OPEN, MEM_CLOSE, MEM_OPEN, SPECIAL_TOKENS, SpecialToken } from '../../src/protocol/tags';
 import { SPECIAL_TOKEN_IDS } from '../../src/protocol/embedded-ids';
-import { renderAnswerTarget, splitAnswers } from '../../src/protocol/answer';
+import { splitAnswers } from '../../src/protocol/answer';
 import { renderMemoryContext, renderPrompt } from '../../src/protocol/chat';
 import { observationSegment, renderFullContext } from '../../src/protocol/stream';
 import type { OracleTrajectory } from './oracle';
 
 /**
- * `score`: the memory probe (promptIds + `<mem>…</mem>` → the answer target); `score_full`: the full
- * probe (everything before the round → the answer target), both for rounds ≥ 2 whose context holds
- * every part of the gold (docs/algorithm.md §4); `score_absent`: either probe where the context lacks
- * a part, so P stays low when the gold cannot be copied.
+ * `score`: the memory probe (promptIds + `<mem>…</mem>`), `score_full`: the full probe
+ * (everything before the round), each followed by the answer target, for rounds ≥ 2 whose context
+ * holds every part of the gold (docs/algorithm.md §4); `score_absent`: either probe where the
+ * context lacks a part, so P stays low when the gold cannot be copied. The target's `<answer>` is
+ * context, not output: the probe forces it where the agent writes `<mem>` (after an observation)
+ * or `<think>` (after `</mem>`), and training the tag there teaches the agent to answer early.
  */
 export type SamplePolicy = 'memory' | 'full' | 'score' | 'score_full' | 'score_absent';
 
@@ -60,7 +62,7 @@ export function trajectorySamples(t: OracleTrajectory): TextSample[] {
   const texts = t.rounds.map((r) => r.text);
   const obs = t.rounds.map((r) => r.observation).filter((o): o is string => o !== undefined);
   const gold = t.golds[0] as string;
-  const target = renderAnswerTarget(gold);
+  const target = gold + ANSWER_CLOSE;
   t.rounds.forEach((r, i) => {
     const prev = t.rounds[i - 1];
     const memCtx = i === 0 || !prev
@@ -71,9 +73,9 @@ export function trajectorySamples(t: OracleTrajectory): TextSample[] {
     const fullCtx = renderFullContext(t.question, texts.slice(0, i), obs.slice(0, i));
     out.push({ policy: 'full', qid: t.qid, round: i + 1, context: fullCtx, output: r.text });
     // the two probes of the memory reward at this round's snapshot (docs/algorithm.md §2, §4)
-    out.push({ policy: holdsGold(fullCtx, gold) ? 'score_full' : 'score_absent', qid: t.qid, round: i + 1, context: fullCtx, output: target });
+    out.push({ policy: holdsGold(fullCtx, gold) ? 'score_full' : 'score_absent', qid: t.qid, round: i + 1, context: fullCtx + ANSWER_OPEN, output: target });
     const probe = renderPrompt(t.question) + MEM_OPEN + r.mem + MEM_CLOSE;
-    out.push({ policy: holdsGold(r.mem, gold) ? 'score' : 'score_absent', qid: t.qid, round: i + 1, context: probe, output: target });
+    out.push({ policy: holdsGold(r.mem, gold) ? 'score' : 'score_absent', qid: t.qid, round: i + 1, context: probe + ANSWER_OPEN, output: target });
   });
   return out;
 }
