@@ -1,7 +1,8 @@
 // `npm run bench`: each kernel on realistic MemPO shapes, JS twin vs native addon in the same
 // run, plus this machine's single-pass read bandwidth and the share of it native
 // gatherLogProbs reaches; then the model runtime (bench/runtime.mjs: batched generation and the
-// 2N scorer on the embedded model, native vs JS gathering, peak RSS), unless --kernels-only.
+// 2N scorer on the embedded model, native vs JS gathering, peak RSS) and the 2N pass with logits
+// only at the targets against full logits at V = 151,936 (bench/real-vocab.mjs), unless --kernels-only.
 // `npm run bench -- --json` prints the same figures as JSON on stdout.
 import { execFileSync } from 'node:child_process';
 import { createRequire } from 'node:module';
@@ -207,9 +208,19 @@ if (!args.includes('--kernels-only')) {
   else execFileSync(process.execPath, runtimeArgs, { stdio: 'inherit' });
 }
 
+let realVocab;
+if (!args.includes('--kernels-only')) {
+  // The real-vocabulary model is built by tools/ (dist-tools: `npm run bench`'s prebench compiles it).
+  const rvArgs = [path.join(root, 'bench', 'real-vocab.mjs'), '--threads', '1', ...(quick ? ['--quick'] : [])];
+  log('\n2N scoring pass, selected vs full logits (bench/real-vocab.mjs):');
+  if (json) realVocab = JSON.parse(execFileSync(process.execPath, [...rvArgs, '--json'], { encoding: 'utf8', maxBuffer: 1 << 26 }));
+  else execFileSync(process.execPath, rvArgs, { stdio: 'inherit' });
+}
+
 if (json) {
   const out = { machine, readBandwidthGBs: readBandwidth, kernels };
   if (gatherPaths) out.gatherSimdPaths = gatherPaths;
   if (runtime) out.runtime = runtime;
+  if (realVocab) out.realVocab = realVocab;
   process.stdout.write(JSON.stringify(out, null, 2) + '\n');
 }
