@@ -2,7 +2,9 @@
 
 One command (from the repository root):
 
-    npm run train            # = python3 training/train.py
+    npm run train            # stage 1: python3 training/train.py (from random weights), then
+                             # stage 2: python3 training/train.py --init models/mempo-tiny --steps 1000
+                             #          --lr 3e-4 --copy-warmup 0 --skip-data (the probes)
 
 What it does (seeded: world 20260529, training 1234; CPU, 2 threads; 39 minutes of optimisation
 by default, under 45 minutes end to end on 2 cores; the step count follows the machine's speed
@@ -17,7 +19,8 @@ unless --steps is given):
 
 Flags: --steps N, --max-minutes M, --skip-data, --no-export, --tokens-per-step T, --lr X,
 --aux-weight W, --worlds N --per-world M (training mix: the shipped world and N-1 auxiliary
-worlds, M train questions each; default 12 x 1100).
+worlds, M train questions each; default 12 x 1100), --init DIR (continue from a model directory's
+weights), --mix scratch|probes (sample-kind shares; default scratch, probes with --init).
 """
 import os as _os
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # the machine is shared: do not spin
@@ -52,10 +55,16 @@ OUT = os.path.join(HERE, "out")
 MODEL_DIR = os.path.join(ROOT, "models", "mempo-tiny")
 ROW = 512
 
-# share of trained tokens per sample kind; the three score kinds are the memory reward's probes
+# Share of trained tokens per sample kind. The score kinds are the memory reward's probes
 # (tools/world/samples.ts): after the memory context, after the full context, and either where the
-# gold is not in the context; they get no loss on their context (tensorize)
-MIX = {"memory": 0.43, "stream": 0.24, "score": 0.06, "score_full": 0.06, "score_absent": 0.01, "copy": 0.20}
+# gold is not in the context; they get no loss on their context (tensorize). `scratch` is stage 1
+# (from random weights: the shares of the 2026-11-29 run); `probes` is stage 2, continued training
+# with --init, mostly the probes (two from-scratch runs with full probes in the mix stalled on the
+# loss plateau before names are copied: training/README.md).
+MIXES = {
+    "scratch": {"memory": 0.45, "stream": 0.25, "score": 0.10, "copy": 0.20},
+    "probes": {"memory": 0.27, "stream": 0.16, "score": 0.07, "score_full": 0.40, "score_absent": 0.02, "copy": 0.08},
+}
 
 
 def whole_word_pairs():
@@ -128,12 +137,12 @@ def load(path):
     return out
 
 
-def select(samples, budget_tokens, rng):
-    by = {k: [] for k in MIX}
+def select(samples, budget_tokens, rng, mix):
+    by = {k: [] for k in mix}
     for s in samples:
         by.setdefault(s["p"], []).append(s)
     chosen = []
-    for k, share in MIX.items():
+    for k, share in mix.items():
         xs = by[k][:]
         rng.shuffle(xs)
         tot = 0
@@ -282,6 +291,10 @@ def main():
     ap.add_argument("--copy-warmup", type=int, default=120, help="optimiser steps of the fixed-layout copy drill alone, first")
     ap.add_argument("--no-export", action="store_true")
     ap.add_argument("--dev-n", type=int, default=60)
+    ap.add_argument("--init", default=None,
+                    help="start from this model directory's weights (its model.onnx) instead of a random init")
+    ap.add_argument("--mix", choices=sorted(MIXES), default=None,
+                    help="sample-kind shares (default: scratch, or probes with --init)")
     a = ap.parse_args()
 
     t0 = time.time()
@@ -297,13 +310,15 @@ def main():
     dev = load(dev_path)
     max_steps = a.steps if a.steps > 0 else 8000
     budget = int(max_steps * a.tokens_per_step * 0.9)
-    chosen = select(samples, budget, rng)
+    mix = MIXES[a.mix or ("probes" if a.init else "scratch")]
+    chosen = select(samples, budget, rng, mix)
     del samples
     gc.collect()
     gc.freeze()
     bs = batches(chosen, a.tokens_per_step, rng)
     if a.copy_warmup > 0:  # copy drill first: the induction circuit forms before the agent data
         bs = batches(copy_samples(a.copy_warmup * 90, rng, pairs, fixed=True), a.tokens_per_step, rng)[: a.copy_warmup] + bs
+    log(f"mix: {json.dumps(mix)}" + (f", from {a.init}" if a.init else ""), fh)
     log(f"data: {len(chosen)} samples, {sum(len(s['c']) + len(s['o']) for s in chosen)} tokens, "
         f"{len(bs)} batches; prep {time.time() - t0:.0f}s", fh)
 
@@ -312,7 +327,14 @@ def main():
         n_vocab = len(json.load(f)["model"]["vocab"])
     if n_vocab > cfg.vocab_size:
         raise SystemExit(f"tokenizer has {n_vocab} tokens but the model's vocab_size is {cfg.vocab_size}")
-    lm = TinyLM(cfg)
+    if a.init:  # the learner's reader of the exported initializers (learner/mempo_learner/tiny.py)
+        sys.path.insert(0, os.path.join(ROOT, "learner"))
+        from mempo_learner.tiny import TinyModel
+        lm = TinyModel(a.init).lm
+        if lm.c.to_dict() != cfg.to_dict():
+            raise SystemExit(f"--init {a.init}: config {lm.c.to_dict()} differs from {cfg.to_dict()}")
+    else:
+        lm = TinyLM(cfg)
     n_params = param_count(lm)
     log(f"model: {n_params} parameters, config {json.dumps(cfg.to_dict())}", fh)
     decay = [p for n, p in lm.named_parameters() if p.dim() >= 2]
@@ -398,6 +420,8 @@ def main():
         "final_loss": round(final, 4),
         "num_parameters": n_params,
         "seed": a.seed,
+        "mix": a.mix or ("probes" if a.init else "scratch"),
+        **({"init": a.init} if a.init else {}),
         "dev_round_exact_match": devres,
     }
     with open(os.path.join(OUT, "metrics.json"), "w") as f:
