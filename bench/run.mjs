@@ -198,23 +198,20 @@ if (!args.includes('--skip-simd-paths')) gatherPaths = gatherSimdPaths(quick ? 3
   kernels.push(await compare('ppoPolicyLoss', `B*T=${n} (${rows}x${cols})`, () => mempo.ppoPolicyLoss({ logp, oldLogp, advantages, mask, rows, cols })));
 }
 
-let runtime;
-if (!args.includes('--kernels-only')) {
-  // Its own process (it forks one per phase for clean peak-RSS figures); one ORT thread so that
-  // figures are comparable on a shared 2-core machine.
-  const runtimeArgs = [path.join(root, 'bench', 'runtime.mjs'), '--threads', '1', ...(quick ? ['--quick'] : [])];
-  log('\nmodel runtime (bench/runtime.mjs):');
-  if (json) runtime = JSON.parse(execFileSync(process.execPath, [...runtimeArgs, '--json'], { encoding: 'utf8', maxBuffer: 1 << 26 }));
-  else execFileSync(process.execPath, runtimeArgs, { stdio: 'inherit' });
+// Each in its own process, one ORT thread so that figures are comparable on a shared 2-core
+// machine: the model runtime (it forks one per phase for clean peak-RSS figures), then the 2N pass
+// with selected vs full logits (its model is built by tools/: `npm run bench`'s prebench compiles it).
+function child(script, title) {
+  const childArgs = [path.join(root, 'bench', script), '--threads', '1', ...(quick ? ['--quick'] : [])];
+  log(`\n${title} (bench/${script}):`);
+  if (json) return JSON.parse(execFileSync(process.execPath, [...childArgs, '--json'], { encoding: 'utf8', maxBuffer: 1 << 26 }));
+  execFileSync(process.execPath, childArgs, { stdio: 'inherit' });
+  return undefined;
 }
-
-let realVocab;
+let runtime, realVocab;
 if (!args.includes('--kernels-only')) {
-  // The real-vocabulary model is built by tools/ (dist-tools: `npm run bench`'s prebench compiles it).
-  const rvArgs = [path.join(root, 'bench', 'real-vocab.mjs'), '--threads', '1', ...(quick ? ['--quick'] : [])];
-  log('\n2N scoring pass, selected vs full logits (bench/real-vocab.mjs):');
-  if (json) realVocab = JSON.parse(execFileSync(process.execPath, [...rvArgs, '--json'], { encoding: 'utf8', maxBuffer: 1 << 26 }));
-  else execFileSync(process.execPath, rvArgs, { stdio: 'inherit' });
+  runtime = child('runtime.mjs', 'model runtime');
+  realVocab = child('real-vocab.mjs', '2N scoring pass, selected vs full logits');
 }
 
 if (json) {

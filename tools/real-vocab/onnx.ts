@@ -5,62 +5,12 @@
  * Field numbers are onnx.proto's (IR version 8).
  */
 
+// the protobuf writer of the runtime's graph rewrite
+import { Msg as Writer } from '../../src/engines/local/onnx-wire';
+
 /** TensorProto.DataType values used here. */
 export const DType = { FLOAT: 1, INT64: 7, BOOL: 9 } as const;
 export type DTypeCode = (typeof DType)[keyof typeof DType];
-
-/** Protobuf wire format: varints, length-delimited fields and fixed32 floats. */
-class Writer {
-  private readonly chunks: Buffer[] = [];
-
-  private varint(v: bigint): void {
-    let x = BigInt.asUintN(64, v); // int64 fields are two's complement (10 bytes when negative)
-    const bytes: number[] = [];
-    while (x >= 0x80n) {
-      bytes.push(Number(x & 0x7fn) | 0x80);
-      x >>= 7n;
-    }
-    bytes.push(Number(x));
-    this.chunks.push(Buffer.from(bytes));
-  }
-
-  private tag(field: number, wire: number): void {
-    this.varint(BigInt((field << 3) | wire));
-  }
-
-  int(field: number, v: number | bigint): this {
-    this.tag(field, 0);
-    this.varint(BigInt(v));
-    return this;
-  }
-
-  float(field: number, v: number): this {
-    this.tag(field, 5);
-    const b = Buffer.alloc(4);
-    b.writeFloatLE(v);
-    this.chunks.push(b);
-    return this;
-  }
-
-  bytes(field: number, b: Uint8Array): this {
-    this.tag(field, 2);
-    this.varint(BigInt(b.length));
-    this.chunks.push(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
-    return this;
-  }
-
-  str(field: number, s: string): this {
-    return this.bytes(field, Buffer.from(s, 'utf8'));
-  }
-
-  msg(field: number, m: Writer): this {
-    return this.bytes(field, m.finish());
-  }
-
-  finish(): Buffer {
-    return Buffer.concat(this.chunks);
-  }
-}
 
 export interface Tensor {
   name: string;

@@ -102,6 +102,15 @@ export class Msg {
     return this;
   }
 
+  /** A fixed32 float field (wire type 5). */
+  float(no: number, v: number): this {
+    this.varint(BigInt((no << 3) | 5));
+    const b = new Uint8Array(4);
+    new DataView(b.buffer).setFloat32(0, v, true);
+    this.chunks.push(b);
+    return this;
+  }
+
   bytes(no: number, b: Uint8Array): this {
     this.varint(BigInt((no << 3) | 2));
     this.varint(BigInt(b.length));
@@ -123,7 +132,7 @@ export class Msg {
     return this;
   }
 
-  finish(): Uint8Array {
+  finish(): Buffer {
     return Buffer.concat(this.chunks);
   }
 }
