@@ -10,7 +10,7 @@
 // embedded models/mempo-tiny (V = 3,072), 2 x 4 x 2 = 32 items, --reps timed runs each (median).
 // `--variants sharing,no-sharing --questions 8 --samples 16`: the earlier full-logits table.
 // Each variant runs in its own process, so its peak RSS (VmHWM) is its own.
-// `node bench/real-vocab.mjs [--quick] [--json] [--threads N] [--reps N] [--questions Q] [--samples S] [--variants a,b] [--model DIR] [--script]`
+// `node bench/real-vocab.mjs [--quick] [--json] [--threads N] [--reps N] [--questions Q] [--samples S] [--variants a,b] [--model DIR] [--script] [--max-logits-mib M]`
 // Needs `npm run build:ts` and, without --model, `npx tsc -p tsconfig.tools.json` (the model is
 // then built into a temp dir, without the script bonus unless --script).
 import { fork } from 'node:child_process';
@@ -105,7 +105,8 @@ async function variant(name, modelDir) {
     gatherMs += performance.now() - t0;
     return res;
   };
-  const opts = { truncate: 'left', gather, sharePrefixes };
+  const maxMiB = value('--max-logits-mib');
+  const opts = { truncate: 'left', gather, sharePrefixes, ...(maxMiB !== undefined ? { maxLogitsBytes: Number(maxMiB) * 2 ** 20 } : {}) };
   // Warm-up on 8-token contexts: sessions and kernels ready, no large logits buffer yet, so the RSS before is the baseline.
   await model.scoreTargets(items.slice(0, 2).map((it) => ({ contextIds: it.contextIds.slice(0, 8), targetIds: it.targetIds })), opts);
   const rssBefore = rssMiB();

@@ -39,10 +39,11 @@ export interface Prepared {
 const DEFAULT_MAX_LOGITS_BYTES = 256 * 1024 * 1024;
 /**
  * With selected logits a pass holds targets × V × 4 bytes and the context tokens cost no logits,
- * so a smaller default bound costs only more (shorter-batched) passes: 32 MiB is 55 targets at
- * V = 151,936 and 2,730 at V = 3,072.
+ * so a smaller default bound costs only more (shorter-batched) passes: 24 MiB is 41 targets at
+ * V = 151,936 and 2,048 at V = 3,072 (bench/README.md: the pass's added memory 7× below the
+ * full path's at the same time as 32 MiB; 16 MiB is 9× but 1.4× slower).
  */
-const DEFAULT_MAX_SELECTED_LOGITS_BYTES = 32 * 1024 * 1024;
+const DEFAULT_MAX_SELECTED_LOGITS_BYTES = 24 * 1024 * 1024;
 const DEFAULT_MIN_SHARED_PREFIX = 16;
 
 /** Checks the options in a fixed order (the first bad one is reported) and applies defaults. */

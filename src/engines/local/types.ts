@@ -152,7 +152,7 @@ export interface ScoreOptions {
   /**
    * Bound on one forward pass's logits tensor, in bytes. With selected logits (see
    * `selectLogits`) a pass holds only its target rows (targets × vocab × 4 bytes), so this bounds
-   * the targets per pass (default 32 MiB: 55 targets at V = 151,936); without, it bounds the
+   * the targets per pass (default 24 MiB: 41 targets at V = 151,936); without, it bounds the
    * padded tokens per pass (default 256 MiB), lowering the token budget for large vocabularies.
    */
   maxLogitsBytes?: number;
