@@ -17,11 +17,11 @@ for m in "${models[@]}"; do
   for ctx in memory full; do
     echo "$(date -u +%FT%TZ) eval $m ($dir) --context $ctx" >&2
     node dist/cli/main.js eval --model "$dir" --split test --shuffle --seed 1 --limit 400 --context "$ctx" \
-      --max-turns 16 --questions-per-batch 50 --threads 2 --quiet --json --out "out/evals/$m-$ctx" > "results/eval/$m-$ctx.json.tmp"
+      --max-turns 16 --questions-per-batch 50 --threads 2 --quiet --resume --json --out "out/evals/$m-$ctx" > "results/eval/$m-$ctx.json.tmp"
     mv "results/eval/$m-$ctx.json.tmp" "results/eval/$m-$ctx.json"
   done
   node dist/cli/main.js eval --model "$dir" --split dev --shuffle --seed 0 --limit 100 --context full --memory-reward \
-    --threads 2 --quiet --out "out/evals/$m-dev" > /dev/null
+    --threads 2 --quiet --resume --out "out/evals/$m-dev" > /dev/null
   node dist-tools/tools/world/cli.js probes --batch "out/evals/$m-dev/batch.jsonl" > "results/eval/$m-dev-probes.json.tmp"
   mv "results/eval/$m-dev-probes.json.tmp" "results/eval/$m-dev-probes.json"
 done

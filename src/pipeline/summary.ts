@@ -1,6 +1,6 @@
 /** summary.json of a run and the evaluation table (`mempo eval`). */
 import { maxOf } from '../util';
-import { emCheck, extractSolution } from '../kernels/outcome-reward';
+import { emCheck, extractSolution, f1Score } from '../kernels/outcome-reward';
 import type { BatchRecord } from './batch';
 import type { PipelineStats } from './pipeline';
 import { scoringText } from './outcome-reward';
@@ -100,6 +100,8 @@ export interface EvalBucket {
   trajectories: number;
   /** Exact match of the extracted answer (format not required). */
   em: number;
+  /** Token F1 of the extracted answer against the best gold (format not required): partial credit for a bundle's objectives. */
+  f1: number;
   /** Per trajectory, the sum / max of its rounds' context lengths, averaged over the bucket. */
   contextTokens: { meanTotal: number; meanPeak: number };
 }
@@ -108,8 +110,11 @@ export interface EvalReport {
   questions: number;
   trajectories: number;
   em: number;
+  /** Token F1 of the extracted answer (format not required). */
+  f1: number;
   /** Format-gated score (docs/algorithm.md §3 computeScore). */
   score: number;
+  /** Single-objective questions by chain length (a bundle's hops would mix two difficulties). */
   byHops: Record<string, EvalBucket>;
   byObjectives: Record<string, EvalBucket>;
   formatValidRate: number;
@@ -126,6 +131,11 @@ export function exactMatch(r: BatchRecord): number {
   return emCheck(extractSolution(scoringText(r.text)), r.golds);
 }
 
+/** Token F1 of a trajectory's extracted answer against its golds (format not required). */
+export function answerF1(r: BatchRecord): number {
+  return f1Score(extractSolution(scoringText(r.text)), r.golds);
+}
+
 /** The evaluation table from batch records. */
 export function evalReport(records: readonly BatchRecord[]): EvalReport {
   const kept = records.filter((r) => !r.excluded);
@@ -136,20 +146,21 @@ export function evalReport(records: readonly BatchRecord[]): EvalReport {
     if (!g) groups.set(r.uid, (g = []));
     g.push(r);
   }
-  const bucket = (key: (r: BatchRecord) => string): Record<string, EvalBucket> => {
-    const out: Record<string, { qs: Set<string>; n: number; em: number; total: number; peak: number }> = {};
-    for (const r of kept) {
+  const bucket = (key: (r: BatchRecord) => string, keep: (r: BatchRecord) => boolean = () => true): Record<string, EvalBucket> => {
+    const out: Record<string, { qs: Set<string>; n: number; em: number; f1: number; total: number; peak: number }> = {};
+    for (const r of kept.filter(keep)) {
       const k = key(r);
-      const b = (out[k] ??= { qs: new Set(), n: 0, em: 0, total: 0, peak: 0 });
+      const b = (out[k] ??= { qs: new Set(), n: 0, em: 0, f1: 0, total: 0, peak: 0 });
       b.qs.add(r.uid);
       b.n++;
       b.em += em(r);
+      b.f1 += answerF1(r);
       b.total += r.rounds.reduce((s, rd) => s + rd.contextTokens, 0);
       b.peak += maxOf(0, r.rounds.map((rd) => rd.contextTokens));
     }
     return Object.fromEntries(Object.entries(out).sort(([a], [b]) => Number(a) - Number(b) || a.localeCompare(b))
       .map(([k, b]) => [k, {
-        questions: b.qs.size, trajectories: b.n, em: b.em / b.n,
+        questions: b.qs.size, trajectories: b.n, em: b.em / b.n, f1: b.f1 / b.n,
         contextTokens: { meanTotal: b.total / b.n, meanPeak: b.peak / b.n },
       }]));
   };
@@ -173,8 +184,9 @@ export function evalReport(records: readonly BatchRecord[]): EvalReport {
     questions: groups.size,
     trajectories: kept.length,
     em: avg(kept.map(em)),
+    f1: avg(kept.map(answerF1)),
     score: avg(kept.map((r) => r.score ?? 0)),
-    byHops: bucket((r) => String(r.hops ?? 'unknown')),
+    byHops: bucket((r) => String(r.hops ?? 'unknown'), (r) => (r.objectives ?? 1) <= 1),
     byObjectives: bucket((r) => String(r.objectives ?? 'unknown')),
     formatValidRate: avg(kept.map((r) => (r.formatValid ? 1 : 0))),
     formatValidRoundRate: rounds ? valid / rounds : 0,
@@ -193,13 +205,14 @@ export function formatEvalReport(e: EvalReport, title = 'mempo eval'): string {
   const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
   const lines = [
     `${title}: ${e.questions} questions, ${e.trajectories} trajectories`,
-    `  exact match              ${pct(e.em)}   (format-gated score ${pct(e.score)})`,
+    `  exact match              ${pct(e.em)}   (format-gated score ${pct(e.score)}, token F1 ${pct(e.f1)})`,
     `  format-valid rounds      ${pct(e.formatValidRoundRate)}   (valid trajectories ${pct(e.formatValidRate)})`,
     `  mixed groups             ${pct(e.mixedGroupFraction)}`,
     `  mean turns               ${e.meanTurns.toFixed(2)}`,
     `  context tokens/question  total ${e.contextTokens.meanTotalPerQuestion.toFixed(0)}, peak ${e.contextTokens.meanPeakPerQuestion.toFixed(0)} (max ${e.contextTokens.maxPeak})`,
     '  EM by hops:        ' + Object.entries(e.byHops).map(([k, b]) => `${k}: ${pct(b.em)} (n=${b.questions})`).join('  '),
     '  EM by objectives:  ' + Object.entries(e.byObjectives).map(([k, b]) => `${k}: ${pct(b.em)} (n=${b.questions})`).join('  '),
+    '  F1 by objectives:  ' + Object.entries(e.byObjectives).map(([k, b]) => `${k}: ${pct(b.f1)} (n=${b.questions})`).join('  '),
     '  context tokens by objectives (total / peak per trajectory):  ' + Object.entries(e.byObjectives)
       .map(([k, b]) => `${k}: ${b.contextTokens.meanTotal.toFixed(0)} / ${b.contextTokens.meanPeak.toFixed(0)}`).join('  '),
   ];

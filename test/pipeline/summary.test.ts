@@ -51,11 +51,11 @@ test('evalReport: EM by hops and objectives, mixed groups, context tokens', () =
   expect(e.em).toBeCloseTo(0.25, 10);
   // per trajectory: a0 total 140 peak 100, a1 40/40, b0 290/160, b1 120/80
   expect(e.byHops).toEqual({
-    1: { questions: 1, trajectories: 2, em: 0.5, contextTokens: { meanTotal: 90, meanPeak: 70 } },
-    2: { questions: 1, trajectories: 2, em: 0, contextTokens: { meanTotal: 205, meanPeak: 120 } },
+    1: { questions: 1, trajectories: 2, em: 0.5, f1: 0.5, contextTokens: { meanTotal: 90, meanPeak: 70 } },
+    2: { questions: 1, trajectories: 2, em: 0, f1: 0, contextTokens: { meanTotal: 205, meanPeak: 120 } },
   });
   expect(e.byObjectives).toEqual({
-    1: { questions: 2, trajectories: 4, em: 0.25, contextTokens: { meanTotal: (140 + 40 + 290 + 120) / 4, meanPeak: (100 + 40 + 160 + 80) / 4 } },
+    1: { questions: 2, trajectories: 4, em: 0.25, f1: 0.25, contextTokens: { meanTotal: (140 + 40 + 290 + 120) / 4, meanPeak: (100 + 40 + 160 + 80) / 4 } },
   });
   expect(e.mixedGroupFraction).toBe(0.5);
   expect(e.formatValidRoundRate).toBeCloseTo(7 / 8, 10);
@@ -65,6 +65,19 @@ test('evalReport: EM by hops and objectives, mixed groups, context tokens', () =
   expect(text).toContain('exact match              25.0%');
   expect(text).toContain('EM by hops:        1: 50.0% (n=1)  2: 0.0% (n=1)');
   expect(text).toContain('context tokens by objectives (total / peak per trajectory):  1: 148 / 95');
+  expect(text).toContain('F1 by objectives:  1: 25.0% (n=2)');
+});
+
+test('evalReport: F1 gives a bundle partial credit where EM gives none', () => {
+  const bundle = (sample: number, answer: string) => ({ ...rec('m', sample, { score: 0, answer, hops: 1, objectives: 2, ctx: [40] }), golds: ['Zusje Studio, Geveim Press'] });
+  // gold tokens after normalisation: zusje studio geveim press (4).
+  // "Zusje Studio": 2 common, precision 1, recall 1/2 -> F1 2/3. "Geveim Press, Zusje Studio": all 4 -> 1, but EM 0 (order).
+  // "Vobor": 0.
+  const e = evalReport([bundle(0, 'Zusje Studio'), bundle(1, 'Geveim Press, Zusje Studio'), bundle(2, 'Vobor')]);
+  expect(e.em).toBe(0);
+  expect(e.f1).toBeCloseTo((2 / 3 + 1 + 0) / 3, 10);
+  expect(e.byObjectives['2']).toMatchObject({ questions: 1, trajectories: 3, em: 0 });
+  expect(e.byHops).toEqual({}); // hops are reported for single-objective questions only
 });
 
 test('renderReport: self-contained, tokens coloured, mem spans outlined, observations grey, a chart', () => {
