@@ -57,7 +57,8 @@ def main():
         for j in range(2):
             ax[i, j].set_title(titles[i][j], fontsize=10)
             ax[i, j].set_xlabel("step")
-            ax[i, j].legend(fontsize=7)
+            if ax[i, j].get_legend_handles_labels()[0]:
+                ax[i, j].legend(fontsize=7)
             ax[i, j].grid(alpha=0.3)
     fig.tight_layout()
     tmp = a.out + ".tmp.png"
