@@ -1,6 +1,8 @@
 """Training curves of the arms (results/arms.sh) in one figure: results/arms.png.
 
-    /usr/bin/python3 results/plot.py out/arms/grpo/metrics.jsonl out/arms/mempo/metrics.jsonl [--out F]
+    /usr/bin/python3 results/plot.py results/arms/grpo/metrics.jsonl results/arms/mempo/metrics.jsonl [--out F]
+
+(out/arms/<arm>/metrics.jsonl while the arms run; results/arms/ holds the committed copies.)
 
 Per arm: batch mean score (EMA 0.7 over steps, and the raw steps faint), dev EM of the step's
 evaluation, mean memory reward and P_full / P_mem of the step's snapshots (MemPO arms), KL to the
