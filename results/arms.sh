@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The training arms of README "Does the memory reward help?": GRPO (--no-memory-reward) and MemPO
-# (alpha 1), from the shipped checkpoint, same questions, seeds and steps. Resumable: each arm
-# continues from its newest checkpoint when run again (a session that ends mid-arm loses at most
-# one step). Outputs under out/arms/<arm>/ (metrics.jsonl, checkpoints/, train-report.html).
-#   bash results/arms.sh [grpo|mempo|mempo-qr ...]     (default: grpo mempo)
+# The training arms of README "Does the memory reward help?": GRPO (--no-memory-reward), MemPO
+# (alpha 1) and its variants (mempo-qr: pooled per question and round; mempo-a05: alpha 0.5), from
+# the shipped checkpoint, same questions, seeds and steps. Resumable: each arm continues from its
+# newest checkpoint when run again (a session that ends mid-arm loses at most one step). Outputs
+# under out/arms/<arm>/ (metrics.jsonl, checkpoints/, train-report.html).
+#   bash results/arms.sh [grpo|mempo|mempo-qr|mempo-a05 ...]     (default: grpo mempo)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STEPS=${STEPS:-36}
@@ -18,7 +19,8 @@ for a in "${arms[@]}"; do
     grpo) extra=(--no-memory-reward) ;;
     mempo) extra=() ;;
     mempo-qr) extra=(--mem-grouping question-round) ;;
-    *) echo "unknown arm $a (grpo, mempo, mempo-qr)" >&2; exit 2 ;;
+    mempo-a05) extra=(--alpha 0.5) ;;
+    *) echo "unknown arm $a (grpo, mempo, mempo-qr, mempo-a05)" >&2; exit 2 ;;
   esac
   echo "$(date -u +%FT%TZ) arm $a: ${STEPS} steps" >&2
   node dist/cli/main.js train --out "out/arms/$a" "${common[@]}" "${extra[@]}"
