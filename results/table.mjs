@@ -1,12 +1,12 @@
 // The tables of README "Does the memory reward help?" from results/eval/*.json (results/evals.sh),
 // printed as Markdown so that no figure is copied by hand.
-//   node results/table.mjs [base grpo mempo ...]
+//   node results/table.mjs [base grpo mempo mempo-a05 ...]
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const dir = path.join(path.dirname(fileURLToPath(import.meta.url)), 'eval');
-const models = process.argv.length > 2 ? process.argv.slice(2) : ['base', 'grpo', 'mempo'];
+const models = process.argv.length > 2 ? process.argv.slice(2) : ['base', 'grpo', 'mempo', 'mempo-a05', 'mempo-qr']; // missing ones are left out
 const read = (name) => {
   const file = path.join(dir, `${name}.json`);
   return existsSync(file) ? JSON.parse(readFileSync(file, 'utf8')) : null;
