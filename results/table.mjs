@@ -56,3 +56,26 @@ if (probes.length) {
       num(p.pFull.all.mean, 3), pct(p.pFull.all.zeroShare) + ' %', num(p.pMem.all.mean, 3), pct(p.pMem.all.zeroShare) + ' %']));
   }
 }
+
+// README "The embedded agent on unseen questions": the shipped model (base) under both policies, by question kind
+const base = { memory: read('base-memory'), full: read('base-full') };
+if (models.includes('base') && base.memory && base.full) {
+  const int = (x) => Math.round(x).toLocaleString('en-US');
+  const kinds = [
+    ...['1', '2', '3'].map((h) => [`${h}-hop`, (e) => e.byHops[h]]),
+    ...objectives.map((k) => [`${k} objectives`, (e) => e.byObjectives[k]]),
+  ];
+  console.log('\nThe shipped model (base) by question kind, greedy, test split:\n');
+  console.log(row(['question kind', 'n', 'exact match, `memory` policy', 'exact match, `full` policy',
+    'context tokens / question, `memory` (total · peak)', '`full` (total · peak)', 'rounds, `memory` / `full`']));
+  console.log(row(['---', ...Array(6).fill('---:')]));
+  const cell = (b) => (b ? `${int(b.contextTokens.meanTotal)} · ${int(b.contextTokens.meanPeak)}` : '—');
+  for (const [name, pick] of kinds) {
+    const [m, f] = [pick(base.memory), pick(base.full)];
+    console.log(row([name, String(m?.questions ?? '—'), `${pct(m?.em)} %`, `${pct(f?.em)} %`, cell(m), cell(f),
+      `${num(m?.meanTurns, 1)} / ${num(f?.meanTurns, 1)}`]));
+  }
+  const all = (e) => `${int(e.contextTokens.meanTotalPerQuestion)} · ${int(e.contextTokens.meanPeakPerQuestion)}`;
+  console.log(row(['all', String(base.memory.questions), `${pct(base.memory.em)} %`, `${pct(base.full.em)} %`, all(base.memory), all(base.full),
+    `${num(base.memory.meanTurns, 1)} / ${num(base.full.meanTurns, 1)}`]));
+}

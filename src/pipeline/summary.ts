@@ -104,6 +104,8 @@ export interface EvalBucket {
   f1: number;
   /** Per trajectory, the sum / max of its rounds' context lengths, averaged over the bucket. */
   contextTokens: { meanTotal: number; meanPeak: number };
+  /** Rounds per trajectory, averaged over the bucket. */
+  meanTurns: number;
 }
 
 export interface EvalReport {
@@ -139,7 +141,13 @@ export function answerF1(r: BatchRecord): number {
 /** The evaluation table from batch records. */
 export function evalReport(records: readonly BatchRecord[]): EvalReport {
   const kept = records.filter((r) => !r.excluded);
-  const em = exactMatch;
+  // each answer is extracted once, for both its exact match and its F1
+  const marks = new Map(kept.map((r) => {
+    const answer = extractSolution(scoringText(r.text));
+    return [r, { em: emCheck(answer, r.golds), f1: f1Score(answer, r.golds) }] as const;
+  }));
+  const em = (r: BatchRecord) => marks.get(r)!.em;
+  const f1 = (r: BatchRecord) => marks.get(r)!.f1;
   const groups = new Map<string, BatchRecord[]>();
   for (const r of kept) {
     let g = groups.get(r.uid);
@@ -147,21 +155,22 @@ export function evalReport(records: readonly BatchRecord[]): EvalReport {
     g.push(r);
   }
   const bucket = (key: (r: BatchRecord) => string, keep: (r: BatchRecord) => boolean = () => true): Record<string, EvalBucket> => {
-    const out: Record<string, { qs: Set<string>; n: number; em: number; f1: number; total: number; peak: number }> = {};
+    const out: Record<string, { qs: Set<string>; n: number; em: number; f1: number; total: number; peak: number; turns: number }> = {};
     for (const r of kept.filter(keep)) {
       const k = key(r);
-      const b = (out[k] ??= { qs: new Set(), n: 0, em: 0, f1: 0, total: 0, peak: 0 });
+      const b = (out[k] ??= { qs: new Set(), n: 0, em: 0, f1: 0, total: 0, peak: 0, turns: 0 });
       b.qs.add(r.uid);
       b.n++;
       b.em += em(r);
-      b.f1 += answerF1(r);
+      b.f1 += f1(r);
       b.total += r.rounds.reduce((s, rd) => s + rd.contextTokens, 0);
       b.peak += maxOf(0, r.rounds.map((rd) => rd.contextTokens));
+      b.turns += r.rounds.length;
     }
     return Object.fromEntries(Object.entries(out).sort(([a], [b]) => Number(a) - Number(b) || a.localeCompare(b))
       .map(([k, b]) => [k, {
         questions: b.qs.size, trajectories: b.n, em: b.em / b.n, f1: b.f1 / b.n,
-        contextTokens: { meanTotal: b.total / b.n, meanPeak: b.peak / b.n },
+        contextTokens: { meanTotal: b.total / b.n, meanPeak: b.peak / b.n }, meanTurns: b.turns / b.n,
       }]));
   };
   let rounds = 0;
@@ -184,7 +193,7 @@ export function evalReport(records: readonly BatchRecord[]): EvalReport {
     questions: groups.size,
     trajectories: kept.length,
     em: avg(kept.map(em)),
-    f1: avg(kept.map(answerF1)),
+    f1: avg(kept.map(f1)),
     score: avg(kept.map((r) => r.score ?? 0)),
     byHops: bucket((r) => String(r.hops ?? 'unknown'), (r) => (r.objectives ?? 1) <= 1),
     byObjectives: bucket((r) => String(r.objectives ?? 'unknown')),

@@ -51,11 +51,11 @@ test('evalReport: EM by hops and objectives, mixed groups, context tokens', () =
   expect(e.em).toBeCloseTo(0.25, 10);
   // per trajectory: a0 total 140 peak 100, a1 40/40, b0 290/160, b1 120/80
   expect(e.byHops).toEqual({
-    1: { questions: 1, trajectories: 2, em: 0.5, f1: 0.5, contextTokens: { meanTotal: 90, meanPeak: 70 } },
-    2: { questions: 1, trajectories: 2, em: 0, f1: 0, contextTokens: { meanTotal: 205, meanPeak: 120 } },
+    1: { questions: 1, trajectories: 2, em: 0.5, f1: 0.5, contextTokens: { meanTotal: 90, meanPeak: 70 }, meanTurns: (2 + 1) / 2 },
+    2: { questions: 1, trajectories: 2, em: 0, f1: 0, contextTokens: { meanTotal: 205, meanPeak: 120 }, meanTurns: (3 + 2) / 2 },
   });
   expect(e.byObjectives).toEqual({
-    1: { questions: 2, trajectories: 4, em: 0.25, f1: 0.25, contextTokens: { meanTotal: (140 + 40 + 290 + 120) / 4, meanPeak: (100 + 40 + 160 + 80) / 4 } },
+    1: { questions: 2, trajectories: 4, em: 0.25, f1: 0.25, contextTokens: { meanTotal: (140 + 40 + 290 + 120) / 4, meanPeak: (100 + 40 + 160 + 80) / 4 }, meanTurns: (2 + 1 + 3 + 2) / 4 },
   });
   expect(e.mixedGroupFraction).toBe(0.5);
   expect(e.formatValidRoundRate).toBeCloseTo(7 / 8, 10);
