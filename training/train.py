@@ -64,6 +64,10 @@ ROW = 512
 MIXES = {
     "scratch": {"memory": 0.45, "stream": 0.25, "score": 0.10, "copy": 0.20},
     "probes": {"memory": 0.27, "stream": 0.16, "score": 0.07, "score_full": 0.40, "score_absent": 0.02, "copy": 0.08},
+    # stage 2 at a lower lr with more full probes: the agent's greedy decisions move less
+    "probes-full": {"memory": 0.24, "stream": 0.14, "score": 0.06, "score_full": 0.50, "score_absent": 0.02, "copy": 0.04},
+    # stage 2 with more of the agent's own rounds rehearsed, to keep its behaviour while the probes learn
+    "rehearse": {"memory": 0.36, "stream": 0.24, "score": 0.07, "score_full": 0.25, "score_absent": 0.02, "copy": 0.06},
 }
 
 
@@ -295,14 +299,19 @@ def main():
                     help="start from this model directory's weights (its model.onnx) instead of a random init")
     ap.add_argument("--mix", choices=sorted(MIXES), default=None,
                     help="sample-kind shares (default: scratch, or probes with --init)")
+    ap.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    ap.add_argument("--run-dir", default=OUT,
+                    help="where the log, checkpoint, metrics and loss curve go (samples stay in training/out)")
+    ap.add_argument("--export-dir", default=MODEL_DIR, help="model directory the weights are exported to")
     a = ap.parse_args()
+    run_dir = a.run_dir
 
     t0 = time.time()
-    torch.set_num_threads(2)
+    torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     rng = random.Random(a.seed)
-    os.makedirs(OUT, exist_ok=True)
-    fh = open(os.path.join(OUT, "train.log"), "w")
+    os.makedirs(run_dir, exist_ok=True)
+    fh = open(os.path.join(run_dir, "train.log"), "w")
     train_path, dev_path = make_data(a.skip_data, a.worlds, a.per_world)
     samples = load(train_path)
     pairs = whole_word_pairs()
@@ -377,14 +386,14 @@ def main():
             log(f"step {step:4d}/{steps} loss {lv:.4f} ema {ema:.4f} lr {lr:.2e} "
                 f"tokens {ids.numel()} out-tokens {ntok} elapsed {el / 60:.1f}m", fh)
         if step > 0 and step % 200 == 0:
-            torch.save({"config": cfg.to_dict(), "model": lm.state_dict()}, os.path.join(OUT, "model.pt"))
+            torch.save({"config": cfg.to_dict(), "model": lm.state_dict()}, os.path.join(run_dir, "model.pt"))
         if a.steps == 0 and el > budget_s:
             log(f"time budget reached at step {step}", fh)
             break
         step += 1
     train_s = time.time() - t_train
     final = sum(l for _, l in curve[-20:]) / len(curve[-20:])
-    torch.save({"config": cfg.to_dict(), "model": lm.state_dict()}, os.path.join(OUT, "model.pt"))
+    torch.save({"config": cfg.to_dict(), "model": lm.state_dict()}, os.path.join(run_dir, "model.pt"))
     log(f"training done: {len(curve)} steps in {train_s / 60:.1f} min, final loss (mean of last 20) {final:.4f}", fh)
 
     # loss curve
@@ -407,7 +416,7 @@ def main():
         plt.title(f"mempo-tiny ({n_params / 1e6:.2f}M params)")
         plt.legend()
         plt.tight_layout()
-        plt.savefig(os.path.join(HERE, "loss.png"), dpi=100)
+        plt.savefig(os.path.join(HERE if run_dir == OUT else run_dir, "loss.png"), dpi=100)
     except Exception as ex:  # plotting is best effort
         log(f"plot failed: {ex}", fh)
 
@@ -424,13 +433,13 @@ def main():
         **({"init": a.init} if a.init else {}),
         "dev_round_exact_match": devres,
     }
-    with open(os.path.join(OUT, "metrics.json"), "w") as f:
+    with open(os.path.join(run_dir, "metrics.json"), "w") as f:
         json.dump({**meta, "curve": curve}, f)
-    torch.save({"config": cfg.to_dict(), "model": lm.state_dict(), "meta": meta}, os.path.join(OUT, "model.pt"))
+    torch.save({"config": cfg.to_dict(), "model": lm.state_dict(), "meta": meta}, os.path.join(run_dir, "model.pt"))
     if not a.no_export:
         from export import export
-        export(lm, MODEL_DIR, {"mempo": meta})
-        log(f"exported to {MODEL_DIR}", fh)
+        export(lm, a.export_dir, {"mempo": meta})
+        log(f"exported to {a.export_dir}", fh)
     log(json.dumps(meta), fh)
 
 
