@@ -4,7 +4,8 @@ One command (from the repository root):
 
     npm run train            # stage 1: python3 training/train.py (from random weights), then
                              # stage 2: python3 training/train.py --init models/mempo-tiny --steps 1000
-                             #          --lr 3e-4 --copy-warmup 0 --skip-data (the probes)
+                             #          --lr 3e-4 --copy-warmup 0 --skip-data --mix probes-full
+                             #          --distill 5 --aux-weight 0 (the probes)
 
 What it does (seeded: world 20260529, training 1234; CPU, 2 threads; 39 minutes of optimisation
 by default, under 45 minutes end to end on 2 cores; the step count follows the machine's speed
@@ -20,7 +21,9 @@ unless --steps is given):
 Flags: --steps N, --max-minutes M, --skip-data, --no-export, --tokens-per-step T, --lr X,
 --aux-weight W, --worlds N --per-world M (training mix: the shipped world and N-1 auxiliary
 worlds, M train questions each; default 12 x 1100), --init DIR (continue from a model directory's
-weights), --mix scratch|probes (sample-kind shares; default scratch, probes with --init).
+weights), --mix NAME (sample-kind shares, MIXES; default scratch, probes with --init), --distill W
+(with --init: the agent's own rounds learn KL to the --init weights instead of the oracle),
+--threads N, --run-dir DIR (log, checkpoint, metrics; default training/out), --export-dir DIR.
 """
 import os as _os
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # the machine is shared: do not spin
@@ -58,16 +61,14 @@ ROW = 512
 # Share of trained tokens per sample kind. The score kinds are the memory reward's probes
 # (tools/world/samples.ts): after the memory context, after the full context, and either where the
 # gold is not in the context; they get no loss on their context (tensorize). `scratch` is stage 1
-# (from random weights: the shares of the 2026-11-29 run); `probes` is stage 2, continued training
-# with --init, mostly the probes (two from-scratch runs with full probes in the mix stalled on the
-# loss plateau before names are copied: training/README.md).
+# (from random weights: the shares of the 2026-11-29 run); `probes` and `probes-full` are stage 2,
+# continued training with --init, mostly the probes (two from-scratch runs with full probes in the
+# mix stalled on the loss plateau before names are copied: training/README.md). `probes-full` is the
+# shipped stage 2, with --distill: its agent rounds learn the stage-1 distributions, not the oracle.
 MIXES = {
     "scratch": {"memory": 0.45, "stream": 0.25, "score": 0.10, "copy": 0.20},
     "probes": {"memory": 0.27, "stream": 0.16, "score": 0.07, "score_full": 0.40, "score_absent": 0.02, "copy": 0.08},
-    # stage 2 at a lower lr with more full probes: the agent's greedy decisions move less
     "probes-full": {"memory": 0.24, "stream": 0.14, "score": 0.06, "score_full": 0.50, "score_absent": 0.02, "copy": 0.04},
-    # stage 2 with more of the agent's own rounds rehearsed, to keep its behaviour while the probes learn
-    "rehearse": {"memory": 0.36, "stream": 0.24, "score": 0.07, "score_full": 0.25, "score_absent": 0.02, "copy": 0.06},
 }
 
 
@@ -196,9 +197,10 @@ def batches(samples, tokens_per_step, rng):
     return out
 
 
-def tensorize(rows):
+def tensorize(rows, with_agent=False):
     """ids, positions, segment ids, targets of generated tokens (tgt) and next-token targets of
-    every other token of the same sample (aux: prompt, context, observations)."""
+    every other token of the same sample (aux: prompt, context, observations); with_agent also
+    the mask of the targets that are the agent's own rounds (not a probe, not the copy drill)."""
     T = max(sum(len(s["c"]) + len(s["o"]) for s in r) for r in rows)
     B = len(rows)
     ids = torch.zeros(B, T, dtype=torch.long)
@@ -206,6 +208,7 @@ def tensorize(rows):
     seg = torch.full((B, T), -1, dtype=torch.long)
     tgt = torch.full((B, T), -100, dtype=torch.long)
     aux = torch.full((B, T), -100, dtype=torch.long)
+    agent = torch.zeros(B, T, dtype=torch.bool)
     for b, r in enumerate(rows):
         o = 0
         for j, s in enumerate(r):
@@ -225,19 +228,35 @@ def tensorize(rows):
             tgt[b, o:o + n - 1] = torch.where(gen[1:], nxt, torch.full_like(nxt, -100))
             if not s["p"].startswith("score"):  # a probe's context ends in the forced <answer>: never a target
                 aux[b, o:o + n - 1] = torch.where(~gen[1:], nxt, torch.full_like(nxt, -100))
+            if s["p"] in ("memory", "stream"):
+                agent[b, o:o + n - 1] = gen[1:]
             o += n
-    return ids, pos, seg, tgt, aux
+    return (ids, pos, seg, tgt, aux, agent) if with_agent else (ids, pos, seg, tgt, aux)
 
 
-def loss_fn(lm, ids, pos, seg, tgt, aux=None, aux_w=0.0):
+def loss_fn(lm, ids, pos, seg, tgt, aux=None, aux_w=0.0, teacher=None, agent=None, kd_w=0.0):
+    """Cross-entropy on the targets (returned as `main` too) plus aux_w times the context loss.
+    With a teacher (stage 2, --distill): the agent's own rounds are trained on kd_w times
+    KL(teacher || model) instead of their cross-entropy, so the probes are learnt while the agent's
+    next-token distributions stay those of the stage-1 weights."""
     h = lm_hidden(lm, ids, pos, seg)
     m = tgt >= 0
-    main = F.cross_entropy(lm.logits(h[m]), tgt[m])
-    if aux is None or aux_w <= 0:
-        return main, main, int(m.sum())
-    ma = aux >= 0
-    side = F.cross_entropy(lm.logits(h[ma]), aux[ma])
-    return main + aux_w * side, main, int(m.sum())
+    logits = lm.logits(h[m])
+    per = F.cross_entropy(logits, tgt[m], reduction="none")
+    main = per.mean()
+    loss = main
+    if teacher is not None and kd_w > 0:
+        ag = agent[m]
+        if bool(ag.any()):
+            with torch.no_grad():
+                t = F.log_softmax(teacher.logits(lm_hidden(teacher, ids, pos, seg)[m][ag]), -1)
+            kl = F.kl_div(F.log_softmax(logits[ag], -1), t, log_target=True, reduction="none").sum(-1)
+            # same normalisation as the cross-entropy: a mean over all trained tokens
+            loss = (per.masked_fill(ag, 0.0).sum() + kd_w * kl.sum()) / per.numel()
+    if aux is not None and aux_w > 0:
+        ma = aux >= 0
+        loss = loss + aux_w * F.cross_entropy(lm.logits(h[ma]), aux[ma])
+    return loss, main, int(m.sum())
 
 
 def lm_hidden(lm, ids, pos, seg):
@@ -300,6 +319,8 @@ def main():
     ap.add_argument("--mix", choices=sorted(MIXES), default=None,
                     help="sample-kind shares (default: scratch, or probes with --init)")
     ap.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    ap.add_argument("--distill", type=float, default=0.0,
+                    help="with --init: weight of KL(init weights || model) on the agent's own rounds")
     ap.add_argument("--run-dir", default=OUT,
                     help="where the log, checkpoint, metrics and loss curve go (samples stay in training/out)")
     ap.add_argument("--export-dir", default=MODEL_DIR, help="model directory the weights are exported to")
@@ -344,6 +365,13 @@ def main():
             raise SystemExit(f"--init {a.init}: config {lm.c.to_dict()} differs from {cfg.to_dict()}")
     else:
         lm = TinyLM(cfg)
+    teacher = None
+    if a.distill > 0:
+        if not a.init:
+            raise SystemExit("--distill needs --init (the weights to stay close to)")
+        teacher = TinyModel(a.init).lm.eval()
+        for p in teacher.parameters():
+            p.requires_grad_(False)
     n_params = param_count(lm)
     log(f"model: {n_params} parameters, config {json.dumps(cfg.to_dict())}", fh)
     decay = [p for n, p in lm.named_parameters() if p.dim() >= 2]
@@ -372,8 +400,8 @@ def main():
         lr = lr_at(step, time.time() - t_train)
         for g in opt.param_groups:
             g["lr"] = lr
-        ids, pos, seg, tgt, aux = tensorize(bs[step])
-        loss, main_loss, ntok = loss_fn(lm, ids, pos, seg, tgt, aux, a.aux_weight)
+        ids, pos, seg, tgt, aux, agent = tensorize(bs[step], with_agent=True)
+        loss, main_loss, ntok = loss_fn(lm, ids, pos, seg, tgt, aux, a.aux_weight, teacher, agent, a.distill)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(lm.parameters(), 1.0)
@@ -431,6 +459,7 @@ def main():
         "seed": a.seed,
         "mix": a.mix or ("probes" if a.init else "scratch"),
         **({"init": a.init} if a.init else {}),
+        **({"distill": a.distill} if a.distill > 0 else {}),
         "dev_round_exact_match": devres,
     }
     with open(os.path.join(run_dir, "metrics.json"), "w") as f:
