@@ -5,24 +5,28 @@
 # newest checkpoint when run again (a session that ends mid-arm loses at most one step). Outputs
 # under out/arms/<arm>/ (metrics.jsonl, checkpoints/, train-report.html).
 #   bash results/arms.sh [grpo|mempo|mempo-qr|mempo-a05 ...]     (default: grpo mempo)
+# An arm name ending in -sN (grpo-s2) runs that arm with --seed N (questions' order and sampling).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STEPS=${STEPS:-36}
 mkdir -p out/arms
 node results/questions.mjs > out/arms/train-questions.jsonl 2>/dev/null
-common=(--questions out/arms/train-questions.jsonl --shuffle --seed 1 --steps "$STEPS"
+common=(--questions out/arms/train-questions.jsonl --shuffle --steps "$STEPS"
   --questions-per-step 8 -n 8 --max-turns 8 --eval-every 6 --eval-questions 50 --threads 2 --quiet --resume)
 arms=("$@")
 [ ${#arms[@]} -gt 0 ] || arms=(grpo mempo)
 for a in "${arms[@]}"; do
-  case "$a" in
+  seed=1
+  base=$a
+  if [[ "$a" =~ ^(.+)-s([0-9]+)$ ]]; then base=${BASH_REMATCH[1]}; seed=${BASH_REMATCH[2]}; fi
+  case "$base" in
     grpo) extra=(--no-memory-reward) ;;
     mempo) extra=() ;;
     mempo-qr) extra=(--mem-grouping question-round) ;;
     mempo-a05) extra=(--alpha 0.5) ;;
-    *) echo "unknown arm $a (grpo, mempo, mempo-qr, mempo-a05)" >&2; exit 2 ;;
+    *) echo "unknown arm $a (grpo, mempo, mempo-qr, mempo-a05, each optionally with -sN)" >&2; exit 2 ;;
   esac
-  echo "$(date -u +%FT%TZ) arm $a: ${STEPS} steps" >&2
-  node dist/cli/main.js train --out "out/arms/$a" "${common[@]}" "${extra[@]}"
+  echo "$(date -u +%FT%TZ) arm $a: ${STEPS} steps, seed $seed" >&2
+  node dist/cli/main.js train --out "out/arms/$a" --seed "$seed" "${common[@]}" "${extra[@]}"
   echo "$(date -u +%FT%TZ) arm $a done" >&2
 done

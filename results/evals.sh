@@ -3,7 +3,7 @@
 # checkpoint of each arm (results/arms.sh) on 400 test questions, greedy, at most 16 rounds, under
 # both context policies; then the memory reward (full-policy rollouts, greedy) on 100 dev questions.
 # Writes results/eval/<model>-<policy>.json and results/eval/<model>-dev-probes.json.
-#   bash results/evals.sh [base grpo mempo ...]
+#   bash results/evals.sh [base start grpo mempo ...]     (start: the arms' starting model, commit bcbbbe6)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p results/eval out/evals
@@ -11,7 +11,13 @@ models=("$@")
 [ ${#models[@]} -gt 0 ] || models=(base grpo mempo)
 npx tsc -p tsconfig.tools.json
 for m in "${models[@]}"; do
-  if [ "$m" = base ]; then dir=models/mempo-tiny; else
+  if [ "$m" = base ]; then dir=models/mempo-tiny
+  elif [ "$m" = start ]; then  # the model the committed arms started from: models/mempo-tiny of commit bcbbbe6
+    dir=out/start-model; mkdir -p "$dir"
+    for f in model.onnx config.json generation_config.json manifest.json tokenizer.json tokenizer_config.json; do
+      git show "bcbbbe6:models/mempo-tiny/$f" > "$dir/$f"
+    done
+  else
     dir=$(ls -d out/arms/"$m"/checkpoints/step-* | sort -t- -k2 -n | tail -1)
   fi
   for ctx in memory full; do

@@ -1,12 +1,13 @@
 // The tables of README "Does the memory reward help?" from results/eval/*.json (results/evals.sh),
-// printed as Markdown so that no figure is copied by hand.
-//   node results/table.mjs [base grpo mempo mempo-a05 ...]
+// printed as Markdown so that no figure is copied by hand. `start` is the model the arms started
+// from (models/mempo-tiny of commit bcbbbe6), `base` the shipped one (the last table).
+//   node results/table.mjs [start grpo mempo mempo-a05 ...]
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const dir = path.join(path.dirname(fileURLToPath(import.meta.url)), 'eval');
-const models = process.argv.length > 2 ? process.argv.slice(2) : ['base', 'grpo', 'mempo', 'mempo-a05', 'mempo-qr']; // missing ones are left out
+const models = process.argv.length > 2 ? process.argv.slice(2) : ['start', 'grpo', 'grpo-s2', 'mempo', 'mempo-s2', 'mempo-a05', 'mempo-qr']; // missing ones are left out
 const read = (name) => {
   const file = path.join(dir, `${name}.json`);
   return existsSync(file) ? JSON.parse(readFileSync(file, 'utf8')) : null;
@@ -59,7 +60,7 @@ if (probes.length) {
 
 // README "The embedded agent on unseen questions": the shipped model (base) under both policies, by question kind
 const base = { memory: read('base-memory'), full: read('base-full') };
-if (models.includes('base') && base.memory && base.full) {
+if (base.memory && base.full) {
   const int = (x) => Math.round(x).toLocaleString('en-US');
   const kinds = [
     ...['1', '2', '3'].map((h) => [`${h}-hop`, (e) => e.byHops[h]]),
