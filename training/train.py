@@ -197,10 +197,10 @@ def batches(samples, tokens_per_step, rng):
     return out
 
 
-def tensorize(rows, with_agent=False):
+def tensorize(rows):
     """ids, positions, segment ids, targets of generated tokens (tgt) and next-token targets of
-    every other token of the same sample (aux: prompt, context, observations); with_agent also
-    the mask of the targets that are the agent's own rounds (not a probe, not the copy drill)."""
+    every other token of the same sample (aux: prompt, context, observations), and the mask of the
+    targets that are the agent's own rounds (agent: not a probe, not the copy drill)."""
     T = max(sum(len(s["c"]) + len(s["o"]) for s in r) for r in rows)
     B = len(rows)
     ids = torch.zeros(B, T, dtype=torch.long)
@@ -231,12 +231,12 @@ def tensorize(rows, with_agent=False):
             if s["p"] in ("memory", "stream"):
                 agent[b, o:o + n - 1] = gen[1:]
             o += n
-    return (ids, pos, seg, tgt, aux, agent) if with_agent else (ids, pos, seg, tgt, aux)
+    return ids, pos, seg, tgt, aux, agent
 
 
-def loss_fn(lm, ids, pos, seg, tgt, aux=None, aux_w=0.0, teacher=None, agent=None, kd_w=0.0):
+def loss_fn(lm, ids, pos, seg, tgt, aux=None, aux_w=0.0, teacher=None, agent=None, distill_w=0.0):
     """Cross-entropy on the targets (returned as `main` too) plus aux_w times the context loss.
-    With a teacher (stage 2, --distill): the agent's own rounds are trained on kd_w times
+    With a teacher (stage 2, --distill): the agent's own rounds are trained on distill_w times
     KL(teacher || model) instead of their cross-entropy, so the probes are learnt while the agent's
     next-token distributions stay those of the stage-1 weights."""
     h = lm_hidden(lm, ids, pos, seg)
@@ -245,14 +245,14 @@ def loss_fn(lm, ids, pos, seg, tgt, aux=None, aux_w=0.0, teacher=None, agent=Non
     per = F.cross_entropy(logits, tgt[m], reduction="none")
     main = per.mean()
     loss = main
-    if teacher is not None and kd_w > 0:
+    if teacher is not None and distill_w > 0:
         ag = agent[m]
         if bool(ag.any()):
             with torch.no_grad():
                 t = F.log_softmax(teacher.logits(lm_hidden(teacher, ids, pos, seg)[m][ag]), -1)
             kl = F.kl_div(F.log_softmax(logits[ag], -1), t, log_target=True, reduction="none").sum(-1)
             # same normalisation as the cross-entropy: a mean over all trained tokens
-            loss = (per.masked_fill(ag, 0.0).sum() + kd_w * kl.sum()) / per.numel()
+            loss = (per.masked_fill(ag, 0.0).sum() + distill_w * kl.sum()) / per.numel()
     if aux is not None and aux_w > 0:
         ma = aux >= 0
         loss = loss + aux_w * F.cross_entropy(lm.logits(h[ma]), aux[ma])
@@ -286,7 +286,7 @@ def dev_check(lm, dev, n, fh):
         xs = xs[:n]
         ok = 0
         for s in xs:
-            ids, pos, seg, tgt, _ = tensorize([[s]])
+            ids, pos, seg, tgt, _, _ = tensorize([[s]])
             h = lm_hidden(lm, ids, pos, seg)
             m = tgt >= 0
             pred = lm.logits(h[m]).argmax(-1)
@@ -400,7 +400,7 @@ def main():
         lr = lr_at(step, time.time() - t_train)
         for g in opt.param_groups:
             g["lr"] = lr
-        ids, pos, seg, tgt, aux, agent = tensorize(bs[step], with_agent=True)
+        ids, pos, seg, tgt, aux, agent = tensorize(bs[step])
         loss, main_loss, ntok = loss_fn(lm, ids, pos, seg, tgt, aux, a.aux_weight, teacher, agent, a.distill)
         opt.zero_grad(set_to_none=True)
         loss.backward()

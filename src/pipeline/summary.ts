@@ -133,19 +133,16 @@ export function exactMatch(r: BatchRecord): number {
   return emCheck(extractSolution(scoringText(r.text)), r.golds);
 }
 
-/** Token F1 of a trajectory's extracted answer against its golds (format not required). */
-export function answerF1(r: BatchRecord): number {
-  return f1Score(extractSolution(scoringText(r.text)), r.golds);
+/** Exact match and token F1 of a trajectory's answer, extracted once (format not required). */
+export function answerMarks(r: BatchRecord): { em: number; f1: number } {
+  const answer = extractSolution(scoringText(r.text));
+  return { em: emCheck(answer, r.golds), f1: f1Score(answer, r.golds) };
 }
 
 /** The evaluation table from batch records. */
 export function evalReport(records: readonly BatchRecord[]): EvalReport {
   const kept = records.filter((r) => !r.excluded);
-  // each answer is extracted once, for both its exact match and its F1
-  const marks = new Map(kept.map((r) => {
-    const answer = extractSolution(scoringText(r.text));
-    return [r, { em: emCheck(answer, r.golds), f1: f1Score(answer, r.golds) }] as const;
-  }));
+  const marks = new Map(kept.map((r) => [r, answerMarks(r)] as const));
   const em = (r: BatchRecord) => marks.get(r)!.em;
   const f1 = (r: BatchRecord) => marks.get(r)!.f1;
   const groups = new Map<string, BatchRecord[]>();
