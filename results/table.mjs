@@ -1,13 +1,13 @@
 // The tables of README "Does the memory reward help?" from results/eval/*.json (results/evals.sh),
-// printed as Markdown so that no figure is copied by hand. `start` is the model the arms started
-// from (models/mempo-tiny of commit bcbbbe6), `base` the shipped one (the last table).
-//   node results/table.mjs [start grpo mempo mempo-a05 ...]
+// printed as Markdown so that no figure is copied by hand. `base` is the shipped model, which the
+// arms start from; `start` and `start-<arm>` are the earlier round from commit bcbbbe6's model.
+//   node results/table.mjs [base grpo mempo start start-grpo ...]
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const dir = path.join(path.dirname(fileURLToPath(import.meta.url)), 'eval');
-const models = process.argv.length > 2 ? process.argv.slice(2) : ['start', 'grpo', 'grpo-s2', 'mempo', 'mempo-s2', 'mempo-a05', 'mempo-qr']; // missing ones are left out
+const models = process.argv.length > 2 ? process.argv.slice(2) : ['base', 'grpo', 'grpo-s2', 'mempo', 'mempo-s2', 'mempo-qr']; // missing ones are left out
 const read = (name) => {
   const file = path.join(dir, `${name}.json`);
   return existsSync(file) ? JSON.parse(readFileSync(file, 'utf8')) : null;
