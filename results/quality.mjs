@@ -25,8 +25,10 @@ const models = {
     mixed: ['results/eval/base-mixed.json', ...seeds.map((s) => `results/eval/base-mixed-s${s}.json`)] },
 };
 
-// Rounds and invalid rounds of one eval report (its rate is invalid / rounds, rounds = turns summed).
+// Rounds and invalid rounds of one eval report; a report written before mempo eval counted them
+// (training/eval/test-memory.json) gives them back from its rate: rounds = turns summed.
 const rounds = (e) => {
+  if (e.rounds !== undefined) return { n: e.rounds, bad: e.invalidRounds };
   const n = Math.round(e.meanTurns * e.trajectories);
   return { n, bad: Math.round((1 - e.formatValidRoundRate) * n) };
 };
@@ -72,6 +74,13 @@ for (const [m, x] of Object.entries(f)) {
 }
 const s = f.stage1, b = f.base;
 console.log(`\nFisher two-sided p, base against stage1: greedy whole split ${fisher(b.G.bad, b.G.n, s.G.bad, s.G.n).toFixed(3)}, T = 1 ${fisher(b.TF.bad, b.TF.n, s.TF.bad, s.TF.n).toFixed(3)}`);
+
+console.log('\nInvalid rounds by objectives, greedy, `memory`, test 400–999 (invalid / rounds):\n');
+const rest = Object.fromEntries(Object.keys(models).map((m) => [m, read(`results/eval/${m}-memory-rest.json`).byObjectives]));
+const keys = [...new Set(Object.values(rest).flatMap((b) => Object.keys(b)))].sort((x, y) => Number(x) - Number(y));
+console.log(row(['model', ...keys.map((k) => `${k} obj.`)]));
+console.log(row(['---', ...keys.map(() => '---:')]));
+for (const [m, b] of Object.entries(rest)) console.log(row([m, ...keys.map((k) => (b[k]?.rounds === undefined ? '—' : `${b[k].invalidRounds} / ${b[k].rounds}`))]));
 
 console.log('\nMixed groups at T = 1 × 16 samples, `memory` policy, 80 test questions per seed (mixed / questions):\n');
 console.log(row(['model', ...['2', ...seeds].map((x) => `seed ${x}`), 'pooled']));

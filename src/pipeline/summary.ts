@@ -106,6 +106,9 @@ export interface EvalBucket {
   contextTokens: { meanTotal: number; meanPeak: number };
   /** Rounds per trajectory, averaged over the bucket. */
   meanTurns: number;
+  /** Rounds in the bucket, and those with a format violation: counts, so that two models' format can be tested against each other. */
+  rounds: number;
+  invalidRounds: number;
 }
 
 export interface EvalReport {
@@ -121,6 +124,9 @@ export interface EvalReport {
   byObjectives: Record<string, EvalBucket>;
   formatValidRate: number;
   formatValidRoundRate: number;
+  /** The counts behind formatValidRoundRate. */
+  rounds: number;
+  invalidRounds: number;
   /** Questions whose group has both a correct and a wrong trajectory (needs groupSize > 1). */
   mixedGroupFraction: number;
   /** Per question, mean over its trajectories of the sum / max of the rounds' context lengths. */
@@ -152,10 +158,10 @@ export function evalReport(records: readonly BatchRecord[]): EvalReport {
     g.push(r);
   }
   const bucket = (key: (r: BatchRecord) => string, keep: (r: BatchRecord) => boolean = () => true): Record<string, EvalBucket> => {
-    const out: Record<string, { qs: Set<string>; n: number; em: number; f1: number; total: number; peak: number; turns: number }> = {};
+    const out: Record<string, { qs: Set<string>; n: number; em: number; f1: number; total: number; peak: number; turns: number; invalid: number }> = {};
     for (const r of kept.filter(keep)) {
       const k = key(r);
-      const b = (out[k] ??= { qs: new Set(), n: 0, em: 0, f1: 0, total: 0, peak: 0, turns: 0 });
+      const b = (out[k] ??= { qs: new Set(), n: 0, em: 0, f1: 0, total: 0, peak: 0, turns: 0, invalid: 0 });
       b.qs.add(r.uid);
       b.n++;
       b.em += em(r);
@@ -163,11 +169,13 @@ export function evalReport(records: readonly BatchRecord[]): EvalReport {
       b.total += r.rounds.reduce((s, rd) => s + rd.contextTokens, 0);
       b.peak += maxOf(0, r.rounds.map((rd) => rd.contextTokens));
       b.turns += r.rounds.length;
+      b.invalid += r.rounds.filter((rd) => rd.violations.length > 0).length;
     }
     return Object.fromEntries(Object.entries(out).sort(([a], [b]) => Number(a) - Number(b) || a.localeCompare(b))
       .map(([k, b]) => [k, {
         questions: b.qs.size, trajectories: b.n, em: b.em / b.n, f1: b.f1 / b.n,
         contextTokens: { meanTotal: b.total / b.n, meanPeak: b.peak / b.n }, meanTurns: b.turns / b.n,
+        rounds: b.turns, invalidRounds: b.invalid,
       }]));
   };
   let rounds = 0;
@@ -196,6 +204,8 @@ export function evalReport(records: readonly BatchRecord[]): EvalReport {
     byObjectives: bucket((r) => String(r.objectives ?? 'unknown')),
     formatValidRate: avg(kept.map((r) => (r.formatValid ? 1 : 0))),
     formatValidRoundRate: rounds ? valid / rounds : 0,
+    rounds,
+    invalidRounds: rounds - valid,
     mixedGroupFraction: groups.size ? mixed / groups.size : 0,
     contextTokens: {
       meanTotalPerQuestion: avg(totals),
@@ -212,7 +222,7 @@ export function formatEvalReport(e: EvalReport, title = 'mempo eval'): string {
   const lines = [
     `${title}: ${e.questions} questions, ${e.trajectories} trajectories`,
     `  exact match              ${pct(e.em)}   (format-gated score ${pct(e.score)}, token F1 ${pct(e.f1)})`,
-    `  format-valid rounds      ${pct(e.formatValidRoundRate)}   (valid trajectories ${pct(e.formatValidRate)})`,
+    `  format-valid rounds      ${pct(e.formatValidRoundRate)}   (${e.invalidRounds} invalid of ${e.rounds}; valid trajectories ${pct(e.formatValidRate)})`,
     `  mixed groups             ${pct(e.mixedGroupFraction)}`,
     `  mean turns               ${e.meanTurns.toFixed(2)}`,
     `  context tokens/question  total ${e.contextTokens.meanTotalPerQuestion.toFixed(0)}, peak ${e.contextTokens.meanPeakPerQuestion.toFixed(0)} (max ${e.contextTokens.maxPeak})`,
@@ -221,6 +231,7 @@ export function formatEvalReport(e: EvalReport, title = 'mempo eval'): string {
     '  F1 by objectives:  ' + Object.entries(e.byObjectives).map(([k, b]) => `${k}: ${pct(b.f1)} (n=${b.questions})`).join('  '),
     '  context tokens by objectives (total / peak per trajectory):  ' + Object.entries(e.byObjectives)
       .map(([k, b]) => `${k}: ${b.contextTokens.meanTotal.toFixed(0)} / ${b.contextTokens.meanPeak.toFixed(0)}`).join('  '),
+    '  invalid rounds by objectives:  ' + Object.entries(e.byObjectives).map(([k, b]) => `${k}: ${b.invalidRounds} of ${b.rounds}`).join('  '),
   ];
   return lines.join('\n');
 }

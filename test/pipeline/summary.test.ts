@@ -51,14 +51,15 @@ test('evalReport: EM by hops and objectives, mixed groups, context tokens', () =
   expect(e.em).toBeCloseTo(0.25, 10);
   // per trajectory: a0 total 140 peak 100, a1 40/40, b0 290/160, b1 120/80
   expect(e.byHops).toEqual({
-    1: { questions: 1, trajectories: 2, em: 0.5, f1: 0.5, contextTokens: { meanTotal: 90, meanPeak: 70 }, meanTurns: (2 + 1) / 2 },
-    2: { questions: 1, trajectories: 2, em: 0, f1: 0, contextTokens: { meanTotal: 205, meanPeak: 120 }, meanTurns: (3 + 2) / 2 },
+    1: { questions: 1, trajectories: 2, em: 0.5, f1: 0.5, contextTokens: { meanTotal: 90, meanPeak: 70 }, meanTurns: (2 + 1) / 2, rounds: 3, invalidRounds: 1 },
+    2: { questions: 1, trajectories: 2, em: 0, f1: 0, contextTokens: { meanTotal: 205, meanPeak: 120 }, meanTurns: (3 + 2) / 2, rounds: 5, invalidRounds: 0 },
   });
   expect(e.byObjectives).toEqual({
-    1: { questions: 2, trajectories: 4, em: 0.25, f1: 0.25, contextTokens: { meanTotal: (140 + 40 + 290 + 120) / 4, meanPeak: (100 + 40 + 160 + 80) / 4 }, meanTurns: (2 + 1 + 3 + 2) / 4 },
+    1: { questions: 2, trajectories: 4, em: 0.25, f1: 0.25, contextTokens: { meanTotal: (140 + 40 + 290 + 120) / 4, meanPeak: (100 + 40 + 160 + 80) / 4 }, meanTurns: (2 + 1 + 3 + 2) / 4, rounds: 8, invalidRounds: 1 },
   });
   expect(e.mixedGroupFraction).toBe(0.5);
   expect(e.formatValidRoundRate).toBeCloseTo(7 / 8, 10);
+  expect(e).toMatchObject({ rounds: 8, invalidRounds: 1 }); // a1's only round is invalid
   // a: totals 140 and 40 → 90; b: 290 and 120 → 205. Peaks: a (100+40)/2 = 70, b (160+80)/2 = 120.
   expect(e.contextTokens).toEqual({ meanTotalPerQuestion: (90 + 205) / 2, meanPeakPerQuestion: (70 + 120) / 2, maxPeak: 160 });
   const text = formatEvalReport(e);
@@ -66,6 +67,8 @@ test('evalReport: EM by hops and objectives, mixed groups, context tokens', () =
   expect(text).toContain('EM by hops:        1: 50.0% (n=1)  2: 0.0% (n=1)');
   expect(text).toContain('context tokens by objectives (total / peak per trajectory):  1: 148 / 95');
   expect(text).toContain('F1 by objectives:  1: 25.0% (n=2)');
+  expect(text).toContain('format-valid rounds      87.5%   (1 invalid of 8; valid trajectories 75.0%)');
+  expect(text).toContain('invalid rounds by objectives:  1: 1 of 8');
 });
 
 test('evalReport: F1 gives a bundle partial credit where EM gives none', () => {
