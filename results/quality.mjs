@@ -52,6 +52,7 @@ const fisher = (a, n1, b, n2) => {
   return Math.min(1, p);
 };
 const pct = (k, n) => (100 * k / n).toFixed(2);
+const pv = (p) => (p < 0.001 ? p.toExponential(1) : p.toFixed(3));
 const row = (cells) => `| ${cells.join(' | ')} |`;
 
 const f = {};
@@ -73,7 +74,7 @@ for (const [m, x] of Object.entries(f)) {
     `${pct(x.G.n - x.G.bad, x.G.n)} % (${x.G.bad} / ${x.G.n})`, `${pct(x.TF.n - x.TF.bad, x.TF.n)} % (${x.TF.bad} / ${x.TF.n})`]));
 }
 const s = f.stage1, b = f.base;
-console.log(`\nFisher two-sided p, base against stage1: greedy whole split ${fisher(b.G.bad, b.G.n, s.G.bad, s.G.n).toFixed(3)}, T = 1 ${fisher(b.TF.bad, b.TF.n, s.TF.bad, s.TF.n).toFixed(3)}`);
+console.log(`\nFisher two-sided p, base against stage1: greedy whole split ${pv(fisher(b.G.bad, b.G.n, s.G.bad, s.G.n))}, T = 1 ${pv(fisher(b.TF.bad, b.TF.n, s.TF.bad, s.TF.n))}`);
 
 console.log('\nInvalid rounds by objectives, greedy, `memory`, test 400–999 (invalid / rounds):\n');
 const rest = Object.fromEntries(Object.keys(models).map((m) => [m, read(`results/eval/${m}-memory-rest.json`).byObjectives]));
@@ -88,4 +89,4 @@ console.log(row(['---', ...Array(seeds.length + 2).fill('---:')]));
 for (const [m, x] of Object.entries(f)) {
   console.log(row([m, ...x.t.map((r) => `${pct(r.k, r.n)} % (${r.k})`), `${pct(x.T.k, x.T.n)} % (${x.T.k} / ${x.T.n})`]));
 }
-console.log(`\nFisher two-sided p, base against stage1, pooled: ${fisher(b.T.k, b.T.n, s.T.k, s.T.n).toFixed(3)}`);
+console.log(`\nFisher two-sided p, base against stage1, pooled: ${pv(fisher(b.T.k, b.T.n, s.T.k, s.T.n))}`);
