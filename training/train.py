@@ -23,6 +23,8 @@ Flags: --steps N, --max-minutes M, --skip-data, --no-export, --tokens-per-step T
 worlds, M train questions each; default 12 x 1100), --init DIR (continue from a model directory's
 weights), --mix NAME (sample-kind shares, MIXES; default scratch, probes with --init), --distill W
 (with --init: the agent's own rounds learn KL to the --init weights instead of the oracle),
+--rollout-samples F (with --init, --distill and --mix probes-full-rollouts: the agent's own rounds
+from a rollout, tools/world/rollout-samples.ts, distilled like the oracle's),
 --threads N, --run-dir DIR (log, checkpoint, metrics; default training/out), --export-dir DIR.
 """
 import os as _os
@@ -69,7 +71,12 @@ MIXES = {
     "scratch": {"memory": 0.45, "stream": 0.25, "score": 0.10, "copy": 0.20},
     "probes": {"memory": 0.27, "stream": 0.16, "score": 0.07, "score_full": 0.40, "score_absent": 0.02, "copy": 0.08},
     "probes-full": {"memory": 0.24, "stream": 0.14, "score": 0.06, "score_full": 0.50, "score_absent": 0.02, "copy": 0.04},
+    # probes-full with a third of its memory rounds replaced by the agent's own (--rollout-samples,
+    # tools/world/rollout-samples.ts): distillation then also covers contexts only the agent writes.
+    "probes-full-rollouts": {"memory": 0.16, "rollout": 0.08, "stream": 0.14, "score": 0.06, "score_full": 0.50,
+                             "score_absent": 0.02, "copy": 0.04},
 }
+AGENT_KINDS = ("memory", "stream", "rollout")  # the agent's own rounds: with --distill, KL to the --init weights
 
 
 def whole_word_pairs():
@@ -228,7 +235,7 @@ def tensorize(rows):
             tgt[b, o:o + n - 1] = torch.where(gen[1:], nxt, torch.full_like(nxt, -100))
             if not s["p"].startswith("score"):  # a probe's context ends in the forced <answer>: never a target
                 aux[b, o:o + n - 1] = torch.where(~gen[1:], nxt, torch.full_like(nxt, -100))
-            if s["p"] in ("memory", "stream"):
+            if s["p"] in AGENT_KINDS:
                 agent[b, o:o + n - 1] = gen[1:]
             o += n
     return ids, pos, seg, tgt, aux, agent
@@ -321,11 +328,19 @@ def main():
     ap.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     ap.add_argument("--distill", type=float, default=0.0,
                     help="with --init: weight of KL(init weights || model) on the agent's own rounds")
+    ap.add_argument("--rollout-samples", default=None,
+                    help="with --init and --distill: `rollout` samples, the agent's own rounds "
+                         "(node dist-tools/tools/world/cli.js rollout-samples --batch B --samples-out F)")
     ap.add_argument("--run-dir", default=OUT,
                     help="where the log, checkpoint, metrics and loss curve go (samples stay in training/out)")
     ap.add_argument("--export-dir", default=MODEL_DIR, help="model directory the weights are exported to")
     a = ap.parse_args()
     run_dir = a.run_dir
+    mix = MIXES[a.mix or ("probes" if a.init else "scratch")]
+    if a.rollout_samples and not (a.init and a.distill > 0):
+        raise SystemExit("--rollout-samples needs --init and --distill: the agent's own rounds are only distilled, never imitated")
+    if (mix.get("rollout", 0) > 0) != bool(a.rollout_samples):
+        raise SystemExit("--rollout-samples and a mix with a `rollout` share (probes-full-rollouts) go together")
 
     t0 = time.time()
     torch.set_num_threads(a.threads)
@@ -335,12 +350,13 @@ def main():
     fh = open(os.path.join(run_dir, "train.log"), "w")
     train_path, dev_path = make_data(a.skip_data, a.worlds, a.per_world)
     samples = load(train_path)
+    if a.rollout_samples:
+        samples += load(a.rollout_samples)
     pairs = whole_word_pairs()
     samples += copy_samples(100000, rng, pairs)
     dev = load(dev_path)
     max_steps = a.steps if a.steps > 0 else 8000
     budget = int(max_steps * a.tokens_per_step * 0.9)
-    mix = MIXES[a.mix or ("probes" if a.init else "scratch")]
     chosen = select(samples, budget, rng, mix)
     del samples
     gc.collect()
@@ -350,7 +366,7 @@ def main():
         bs = batches(copy_samples(a.copy_warmup * 90, rng, pairs, fixed=True), a.tokens_per_step, rng)[: a.copy_warmup] + bs
     log(f"mix: {json.dumps(mix)}" + (f", from {a.init}" if a.init else ""), fh)
     log(f"data: {len(chosen)} samples, {sum(len(s['c']) + len(s['o']) for s in chosen)} tokens, "
-        f"{len(bs)} batches; prep {time.time() - t0:.0f}s", fh)
+        f"{len(bs)} batches ({json.dumps({k: sum(1 for s in chosen if s['p'] == k) for k in mix})}); prep {time.time() - t0:.0f}s", fh)
 
     cfg = Config()
     with open(os.path.join(MODEL_DIR, "tokenizer.json")) as f:

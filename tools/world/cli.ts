@@ -10,11 +10,14 @@
  *       tokenised training samples for training/train.py
  *   node dist-tools/tools/world/cli.js probes --batch out/rollout/batch.jsonl
  *       P_full / P_mem statistics of a rollout (probes.ts)
+ *   node dist-tools/tools/world/cli.js rollout-samples --batch B --samples-out F
+ *       every round of a rollout as a `rollout` sample for train.py --rollout-samples (rollout-samples.ts)
  */
 import * as fs from 'fs';
 import * as path from 'path';
 import { SeededRandom } from '../../src/rng';
 import { probeStats } from './probes';
+import { writeRolloutSamples } from './rollout-samples';
 import { cachedEncoder, loadTokenizer, trajectorySamples, trajectoryStream } from './samples';
 import {
   DEFAULT_SEED, MAX_POSITIONS, World, buildWorld, oracleTrajectories, tokenizerFiles, worldFiles,
@@ -151,6 +154,15 @@ function main(): void {
         console.error(e);
         process.exit(1);
       });
+    return;
+  }
+  if (cmd === 'rollout-samples') {
+    try {
+      console.log(JSON.stringify(writeRolloutSamples(arg('batch', 'out/rollout/batch.jsonl'), arg('samples-out', 'training/out/samples-rollout.jsonl'))));
+    } catch (e) {
+      console.error(`rollout-samples: ${(e as Error).message}`);
+      process.exit(1);
+    }
     return;
   }
   if (cmd === 'generate') {
