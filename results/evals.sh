@@ -6,6 +6,7 @@
 #   bash results/evals.sh [base start grpo mempo ...]     (start: the arms' starting model, commit bcbbbe6)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source results/model-at.sh
 mkdir -p results/eval out/evals
 models=("$@")
 [ ${#models[@]} -gt 0 ] || models=(base grpo mempo)
@@ -13,10 +14,7 @@ npx tsc -p tsconfig.tools.json
 for m in "${models[@]}"; do
   if [ "$m" = base ]; then dir=models/mempo-tiny
   elif [ "$m" = start ]; then  # the model the committed arms started from: models/mempo-tiny of commit bcbbbe6
-    dir=out/start-model; mkdir -p "$dir"
-    for f in model.onnx config.json generation_config.json manifest.json tokenizer.json tokenizer_config.json; do
-      git show "bcbbbe6:models/mempo-tiny/$f" > "$dir/$f"
-    done
+    dir=out/start-model; model_at bcbbbe6 "$dir"
   else
     dir=$(ls -d out/arms/"$m"/checkpoints/step-* | sort -t- -k2 -n | tail -1)
   fi

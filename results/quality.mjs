@@ -58,8 +58,9 @@ const row = (cells) => `| ${cells.join(' | ')} |`;
 const f = {};
 for (const [m, files] of Object.entries(models)) {
   const g = files.greedy.map((x) => rounds(read(x)));
-  const t = files.mixed.map((x) => mixed(read(x)));
-  const tf = files.mixed.map((x) => rounds(read(x)));
+  const reports = files.mixed.map(read);
+  const t = reports.map(mixed);
+  const tf = reports.map(rounds);
   f[m] = { g, t, tf,
     G: { n: g.reduce((a, x) => a + x.n, 0), bad: g.reduce((a, x) => a + x.bad, 0) },
     T: { n: t.reduce((a, x) => a + x.n, 0), k: t.reduce((a, x) => a + x.k, 0) },

@@ -9,17 +9,14 @@
 #   bash results/quality.sh [base stage1]      (SEEDS="3 4" by default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source results/model-at.sh
 mkdir -p results/eval out/evals
 models=("$@")
 [ ${#models[@]} -gt 0 ] || models=(base stage1)
 for m in "${models[@]}"; do
   case "$m" in
     base) dir=models/mempo-tiny ;;
-    stage1)
-      dir=out/stage1-model; mkdir -p "$dir"
-      for f in model.onnx config.json generation_config.json manifest.json tokenizer.json tokenizer_config.json; do
-        git show "d49cfb5:models/mempo-tiny/$f" > "$dir/$f"
-      done ;;
+    stage1) dir=out/stage1-model; model_at d49cfb5 "$dir" ;;
     *) echo "unknown model $m (base, stage1)" >&2; exit 2 ;;
   esac
   echo "$(date -u +%FT%TZ) $m: greedy memory, test questions 400-999" >&2

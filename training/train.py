@@ -30,6 +30,7 @@ from a rollout, tools/world/rollout-samples.ts, distilled like the oracle's),
 import os as _os
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # the machine is shared: do not spin
 import argparse
+import collections
 import json
 import math
 import os
@@ -366,7 +367,7 @@ def main():
         bs = batches(copy_samples(a.copy_warmup * 90, rng, pairs, fixed=True), a.tokens_per_step, rng)[: a.copy_warmup] + bs
     log(f"mix: {json.dumps(mix)}" + (f", from {a.init}" if a.init else ""), fh)
     log(f"data: {len(chosen)} samples, {sum(len(s['c']) + len(s['o']) for s in chosen)} tokens, "
-        f"{len(bs)} batches ({json.dumps({k: sum(1 for s in chosen if s['p'] == k) for k in mix})}); prep {time.time() - t0:.0f}s", fh)
+        f"{len(bs)} batches ({json.dumps(collections.Counter(s['p'] for s in chosen))}); prep {time.time() - t0:.0f}s", fh)
 
     cfg = Config()
     with open(os.path.join(MODEL_DIR, "tokenizer.json")) as f:

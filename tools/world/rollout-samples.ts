@@ -6,8 +6,8 @@
  * oracle samples hold the agent only on contexts the oracle writes, while greedy drift starts
  * 8–16 rounds into a long bundle, on contexts only the agent's own mems produce.
  */
-import * as fs from 'fs';
 import { readBatchFile } from '../../src/io/export';
+import { writeFileAtomic } from '../../src/io/write';
 import { roundContextIds, type BatchRecord } from '../../src/pipeline/batch';
 import { MAX_POSITIONS } from './world';
 
@@ -42,13 +42,11 @@ export function rolloutSamples(records: readonly BatchRecord[]): { samples: Roll
   return { samples, tooLong };
 }
 
-/** batch.jsonl → sample JSONL, written whole (temporary file, then rename). */
+/** batch.jsonl → sample JSONL, written whole (src/io/write.ts). */
 export function writeRolloutSamples(batchPath: string, outPath: string): { trajectories: number; samples: number; tooLong: number } {
   const { records } = readBatchFile(batchPath);
   const { samples, tooLong } = rolloutSamples(records);
   if (samples.length === 0) throw new Error(`${batchPath}: no round to turn into a sample`);
-  const tmp = `${outPath}.tmp`;
-  fs.writeFileSync(tmp, samples.map((s) => JSON.stringify(s)).join('\n') + '\n');
-  fs.renameSync(tmp, outPath);
+  writeFileAtomic(outPath, samples.map((s) => JSON.stringify(s)).join('\n') + '\n');
   return { trajectories: records.filter((r) => !r.excluded).length, samples: samples.length, tooLong };
 }
