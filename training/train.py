@@ -24,7 +24,8 @@ worlds, M train questions each; default 12 x 1100), --init DIR (continue from a 
 weights), --mix NAME (sample-kind shares, MIXES; default scratch, probes with --init), --distill W
 (with --init: the agent's own rounds learn KL to the --init weights instead of the oracle),
 --rollout-samples F (with --init, --distill and --mix probes-full-rollouts: the agent's own rounds
-from a rollout, tools/world/rollout-samples.ts, distilled like the oracle's),
+from a rollout, tools/world/rollout-samples.ts, distilled like the oracle's), --rollout-share S
+(their share of tokens, taken from the memory rounds'; default 0.08),
 --threads N, --run-dir DIR (log, checkpoint, metrics; default training/out), --export-dir DIR.
 """
 import os as _os
@@ -332,12 +333,21 @@ def main():
     ap.add_argument("--rollout-samples", default=None,
                     help="with --init and --distill: `rollout` samples, the agent's own rounds "
                          "(node dist-tools/tools/world/cli.js rollout-samples --batch B --samples-out F)")
+    ap.add_argument("--rollout-share", type=float, default=None,
+                    help="with probes-full-rollouts: the `rollout` share of tokens, taken from the `memory` "
+                         "share (their sum stays 0.24; default 0.08)")
     ap.add_argument("--run-dir", default=OUT,
                     help="where the log, checkpoint, metrics and loss curve go (samples stay in training/out)")
     ap.add_argument("--export-dir", default=MODEL_DIR, help="model directory the weights are exported to")
     a = ap.parse_args()
     run_dir = a.run_dir
-    mix = MIXES[a.mix or ("probes" if a.init else "scratch")]
+    mix = dict(MIXES[a.mix or ("probes" if a.init else "scratch")])
+    if a.rollout_share is not None:
+        agent = mix.get("memory", 0) + mix.get("rollout", 0)
+        if "rollout" not in mix or not 0 < a.rollout_share <= agent:
+            raise SystemExit(f"--rollout-share {a.rollout_share}: needs a mix with a `rollout` share "
+                             f"(probes-full-rollouts) and a value in (0, {agent:g}]")
+        mix["memory"], mix["rollout"] = round(agent - a.rollout_share, 6), a.rollout_share
     if a.rollout_samples and not (a.init and a.distill > 0):
         raise SystemExit("--rollout-samples needs --init and --distill: the agent's own rounds are only distilled, never imitated")
     if (mix.get("rollout", 0) > 0) != bool(a.rollout_samples):
