@@ -25,7 +25,7 @@ weights), --mix NAME (sample-kind shares, MIXES; default scratch, probes with --
 (with --init: the agent's own rounds learn KL to the --init weights instead of the oracle),
 --rollout-samples F (with --init, --distill and --mix probes-full-rollouts: the agent's own rounds
 from a rollout, tools/world/rollout-samples.ts, distilled like the oracle's), --rollout-share S
-(their share of tokens, taken from the memory rounds'; default 0.08),
+(their share of tokens, default 0.08; the other kinds keep probes-full's proportions in the rest),
 --threads N, --run-dir DIR (log, checkpoint, metrics; default training/out), --export-dir DIR.
 """
 import os as _os
@@ -73,13 +73,29 @@ MIXES = {
     "scratch": {"memory": 0.45, "stream": 0.25, "score": 0.10, "copy": 0.20},
     "probes": {"memory": 0.27, "stream": 0.16, "score": 0.07, "score_full": 0.40, "score_absent": 0.02, "copy": 0.08},
     "probes-full": {"memory": 0.24, "stream": 0.14, "score": 0.06, "score_full": 0.50, "score_absent": 0.02, "copy": 0.04},
-    # probes-full with a third of its memory rounds replaced by the agent's own (--rollout-samples,
-    # tools/world/rollout-samples.ts): distillation then also covers contexts only the agent writes.
-    "probes-full-rollouts": {"memory": 0.16, "rollout": 0.08, "stream": 0.14, "score": 0.06, "score_full": 0.50,
+    # probes-full plus the agent's own rounds (--rollout-samples, tools/world/rollout-samples.ts): the
+    # other shares scale by 1 - rollout (--rollout-share), so that --steps N / (1 - rollout) trains
+    # each of them on as many tokens as probes-full in N steps; distillation then also covers
+    # contexts only the agent writes.
+    "probes-full-rollouts": {"memory": 0.24, "rollout": 0.08, "stream": 0.14, "score": 0.06, "score_full": 0.50,
                              "score_absent": 0.02, "copy": 0.04},
 }
 AGENT_KINDS = ("memory", "stream", "rollout")  # the agent's own rounds: with --distill, KL to the --init weights
 
+
+
+def mix_shares(name, rollout_share=None):
+    """MIXES[name], with a `rollout` share (default the mix's own, or --rollout-share) and the
+    other kinds' shares, which sum to 1 in MIXES, scaled into the rest."""
+    mix = dict(MIXES[name])
+    if "rollout" not in mix:
+        if rollout_share is not None:
+            raise SystemExit(f"--rollout-share needs a mix with a `rollout` share (probes-full-rollouts), not {name}")
+        return mix
+    r = mix["rollout"] if rollout_share is None else rollout_share
+    if not 0 < r < 1:
+        raise SystemExit(f"--rollout-share {r}: must be in (0, 1)")
+    return {k: (r if k == "rollout" else round(v * (1 - r), 6)) for k, v in mix.items()}
 
 def whole_word_pairs():
     """(" word", "word") token id pairs of the tokenizer's whole-word tokens (name pieces and
@@ -334,20 +350,14 @@ def main():
                     help="with --init and --distill: `rollout` samples, the agent's own rounds "
                          "(node dist-tools/tools/world/cli.js rollout-samples --batch B --samples-out F)")
     ap.add_argument("--rollout-share", type=float, default=None,
-                    help="with probes-full-rollouts: the `rollout` share of tokens, taken from the `memory` "
-                         "share (their sum stays 0.24; default 0.08)")
+                    help="with probes-full-rollouts: the `rollout` share of tokens (default 0.08); the other "
+                         "kinds keep their probes-full proportions in the rest")
     ap.add_argument("--run-dir", default=OUT,
                     help="where the log, checkpoint, metrics and loss curve go (samples stay in training/out)")
     ap.add_argument("--export-dir", default=MODEL_DIR, help="model directory the weights are exported to")
     a = ap.parse_args()
     run_dir = a.run_dir
-    mix = dict(MIXES[a.mix or ("probes" if a.init else "scratch")])
-    if a.rollout_share is not None:
-        agent = mix.get("memory", 0) + mix.get("rollout", 0)
-        if "rollout" not in mix or not 0 < a.rollout_share <= agent:
-            raise SystemExit(f"--rollout-share {a.rollout_share}: needs a mix with a `rollout` share "
-                             f"(probes-full-rollouts) and a value in (0, {agent:g}]")
-        mix["memory"], mix["rollout"] = round(agent - a.rollout_share, 6), a.rollout_share
+    mix = mix_shares(a.mix or ("probes" if a.init else "scratch"), a.rollout_share)
     if a.rollout_samples and not (a.init and a.distill > 0):
         raise SystemExit("--rollout-samples needs --init and --distill: the agent's own rounds are only distilled, never imitated")
     if (mix.get("rollout", 0) > 0) != bool(a.rollout_samples):
