@@ -83,7 +83,6 @@ MIXES = {
 AGENT_KINDS = ("memory", "stream", "rollout")  # the agent's own rounds: with --distill, KL to the --init weights
 
 
-
 def mix_shares(name, rollout_share=None):
     """MIXES[name], with a `rollout` share (default the mix's own, or --rollout-share) and the
     other kinds' shares, which sum to 1 in MIXES, scaled into the rest."""
@@ -96,6 +95,7 @@ def mix_shares(name, rollout_share=None):
     if not 0 < r < 1:
         raise SystemExit(f"--rollout-share {r}: must be in (0, 1)")
     return {k: (r if k == "rollout" else round(v * (1 - r), 6)) for k, v in mix.items()}
+
 
 def whole_word_pairs():
     """(" word", "word") token id pairs of the tokenizer's whole-word tokens (name pieces and

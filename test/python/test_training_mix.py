@@ -1,6 +1,6 @@
 """training/train.py's sample-kind shares (mix_shares): --rollout-share and its errors.
 
-    PYTHONPATH=training /usr/bin/python3 -m unittest discover -s test/python -p 'test_training*.py'
+    PYTHONPATH=learner:training /usr/bin/python3 -m unittest discover -s test/python -p 'test_*.py'
 """
 import os
 import sys
