@@ -23,9 +23,12 @@ Flags: --steps N, --max-minutes M, --skip-data, --no-export, --tokens-per-step T
 worlds, M train questions each; default 12 x 1100), --init DIR (continue from a model directory's
 weights), --mix NAME (sample-kind shares, MIXES; default scratch, probes with --init), --distill W
 (with --init: the agent's own rounds learn KL to the --init weights instead of the oracle),
---rollout-samples F (with --init, --distill and --mix probes-full-rollouts: the agent's own rounds
-from a rollout, tools/world/rollout-samples.ts, distilled like the oracle's), --rollout-share S
-(their share of tokens, default 0.08; the other kinds keep probes-full's proportions in the rest),
+--rollout-samples F (with --init, --distill and --mix probes-full-rollouts or repair: the agent's own
+rounds from a rollout, tools/world/rollout-samples.ts, distilled like the oracle's), --rollout-share S
+(their share of tokens, default the mix's; the other kinds keep their proportions in the rest),
+--rollout-teacher DIR (the rollout samples learn KL to this model's weights, not --init's),
+--anchor-probes (the probes learn KL to the --init weights too, not the gold: a repair that keeps
+the --init model's memory reward),
 --threads N, --run-dir DIR (log, checkpoint, metrics; default training/out), --export-dir DIR.
 """
 import os as _os
@@ -79,8 +82,12 @@ MIXES = {
     # contexts only the agent writes.
     "probes-full-rollouts": {"memory": 0.24, "rollout": 0.08, "stream": 0.14, "score": 0.06, "score_full": 0.50,
                              "score_absent": 0.02, "copy": 0.04},
+    # a repair stage from the shipped weights (--anchor-probes, --rollout-teacher): the agent's rollouts
+    # learn another model's rounds, every other kind is held to the --init weights; no copy drill.
+    "repair": {"rollout": 0.30, "memory": 0.35, "stream": 0.15, "score": 0.07, "score_full": 0.36, "score_absent": 0.07},
 }
 AGENT_KINDS = ("memory", "stream", "rollout")  # the agent's own rounds: with --distill, KL to the --init weights
+PROBE_KINDS = ("score", "score_full", "score_absent")  # the memory reward's probes: with --anchor-probes, KL too
 
 
 def mix_shares(name, rollout_share=None):
@@ -222,10 +229,11 @@ def batches(samples, tokens_per_step, rng):
     return out
 
 
-def tensorize(rows):
+def tensorize(rows, distilled=AGENT_KINDS, rollout_teacher=False):
     """ids, positions, segment ids, targets of generated tokens (tgt) and next-token targets of
-    every other token of the same sample (aux: prompt, context, observations), and the mask of the
-    targets that are the agent's own rounds (agent: not a probe, not the copy drill)."""
+    every other token of the same sample (aux: prompt, context, observations), and which teacher
+    each target learns from with --distill (teach: 0 none, cross-entropy; 1 the --init weights, for
+    the kinds in `distilled`; 2 the --rollout-teacher, for `rollout` samples when there is one)."""
     T = max(sum(len(s["c"]) + len(s["o"]) for s in r) for r in rows)
     B = len(rows)
     ids = torch.zeros(B, T, dtype=torch.long)
@@ -233,7 +241,7 @@ def tensorize(rows):
     seg = torch.full((B, T), -1, dtype=torch.long)
     tgt = torch.full((B, T), -100, dtype=torch.long)
     aux = torch.full((B, T), -100, dtype=torch.long)
-    agent = torch.zeros(B, T, dtype=torch.bool)
+    teach = torch.zeros(B, T, dtype=torch.int8)
     for b, r in enumerate(rows):
         o = 0
         for j, s in enumerate(r):
@@ -253,31 +261,36 @@ def tensorize(rows):
             tgt[b, o:o + n - 1] = torch.where(gen[1:], nxt, torch.full_like(nxt, -100))
             if not s["p"].startswith("score"):  # a probe's context ends in the forced <answer>: never a target
                 aux[b, o:o + n - 1] = torch.where(~gen[1:], nxt, torch.full_like(nxt, -100))
-            if s["p"] in AGENT_KINDS:
-                agent[b, o:o + n - 1] = gen[1:]
+            if s["p"] in distilled:
+                k = 2 if (rollout_teacher and s["p"] == "rollout") else 1
+                teach[b, o:o + n - 1] = gen[1:].to(torch.int8) * k
             o += n
-    return ids, pos, seg, tgt, aux, agent
+    return ids, pos, seg, tgt, aux, teach
 
 
-def loss_fn(lm, ids, pos, seg, tgt, aux=None, aux_w=0.0, teacher=None, agent=None, distill_w=0.0):
+def loss_fn(lm, ids, pos, seg, tgt, aux=None, aux_w=0.0, teachers=(), teach=None, distill_w=0.0):
     """Cross-entropy on the targets (returned as `main` too) plus aux_w times the context loss.
-    With a teacher (stage 2, --distill): the agent's own rounds are trained on distill_w times
-    KL(teacher || model) instead of their cross-entropy, so the probes are learnt while the agent's
-    next-token distributions stay those of the stage-1 weights."""
+    With teachers (stage 2, --distill): a target whose teach index is k > 0 is trained on distill_w
+    times KL(teachers[k-1] || model) instead of its cross-entropy, so the probes are learnt while the
+    agent's next-token distributions stay those of the stage-1 weights."""
     h = lm_hidden(lm, ids, pos, seg)
     m = tgt >= 0
     logits = lm.logits(h[m])
     per = F.cross_entropy(logits, tgt[m], reduction="none")
     main = per.mean()
     loss = main
-    if teacher is not None and distill_w > 0:
-        ag = agent[m]
-        if bool(ag.any()):
+    if teachers and distill_w > 0:
+        tk = teach[m]
+        kl_sum = per.new_zeros(())
+        for k, teacher in enumerate(teachers, start=1):
+            sel = tk == k
+            if not bool(sel.any()):
+                continue
             with torch.no_grad():
-                t = F.log_softmax(teacher.logits(lm_hidden(teacher, ids, pos, seg)[m][ag]), -1)
-            kl = F.kl_div(F.log_softmax(logits[ag], -1), t, log_target=True, reduction="none").sum(-1)
-            # same normalisation as the cross-entropy: a mean over all trained tokens
-            loss = (per.masked_fill(ag, 0.0).sum() + distill_w * kl.sum()) / per.numel()
+                t = F.log_softmax(teacher.logits(lm_hidden(teacher, ids, pos, seg)[m][sel]), -1)
+            kl_sum = kl_sum + F.kl_div(F.log_softmax(logits[sel], -1), t, log_target=True, reduction="none").sum()
+        # same normalisation as the cross-entropy: a mean over all trained tokens
+        loss = (per.masked_fill(tk > 0, 0.0).sum() + distill_w * kl_sum) / per.numel()
     if aux is not None and aux_w > 0:
         ma = aux >= 0
         loss = loss + aux_w * F.cross_entropy(lm.logits(h[ma]), aux[ma])
@@ -350,8 +363,14 @@ def main():
                     help="with --init and --distill: `rollout` samples, the agent's own rounds "
                          "(node dist-tools/tools/world/cli.js rollout-samples --batch B --samples-out F)")
     ap.add_argument("--rollout-share", type=float, default=None,
-                    help="with probes-full-rollouts: the `rollout` share of tokens (default 0.08); the other "
-                         "kinds keep their probes-full proportions in the rest")
+                    help="with probes-full-rollouts or repair: the `rollout` share of tokens (default the mix's); "
+                         "the other kinds keep their proportions in the rest")
+    ap.add_argument("--rollout-teacher", default=None,
+                    help="with --rollout-samples: the rollout samples learn KL to this model directory's weights "
+                         "instead of --init's")
+    ap.add_argument("--anchor-probes", action="store_true",
+                    help="with --distill: the probes (score kinds) learn KL to the --init weights instead of the "
+                         "gold, so that a repair keeps the --init model's memory reward")
     ap.add_argument("--run-dir", default=OUT,
                     help="where the log, checkpoint, metrics and loss curve go (samples stay in training/out)")
     ap.add_argument("--export-dir", default=MODEL_DIR, help="model directory the weights are exported to")
@@ -361,7 +380,12 @@ def main():
     if a.rollout_samples and not (a.init and a.distill > 0):
         raise SystemExit("--rollout-samples needs --init and --distill: the agent's own rounds are only distilled, never imitated")
     if (mix.get("rollout", 0) > 0) != bool(a.rollout_samples):
-        raise SystemExit("--rollout-samples and a mix with a `rollout` share (probes-full-rollouts) go together")
+        raise SystemExit("--rollout-samples and a mix with a `rollout` share (probes-full-rollouts, repair) go together")
+    if a.rollout_teacher and not a.rollout_samples:
+        raise SystemExit("--rollout-teacher needs --rollout-samples: it is the teacher of the `rollout` samples only")
+    if a.anchor_probes and not (a.init and a.distill > 0):
+        raise SystemExit("--anchor-probes needs --init and --distill: the probes are held to the --init weights")
+    distilled = AGENT_KINDS + (PROBE_KINDS if a.anchor_probes else ())
 
     t0 = time.time()
     torch.set_num_threads(a.threads)
@@ -402,13 +426,17 @@ def main():
             raise SystemExit(f"--init {a.init}: config {lm.c.to_dict()} differs from {cfg.to_dict()}")
     else:
         lm = TinyLM(cfg)
-    teacher = None
+    teachers = []  # teach index k learns from teachers[k - 1] (tensorize)
     if a.distill > 0:
         if not a.init:
             raise SystemExit("--distill needs --init (the weights to stay close to)")
-        teacher = TinyModel(a.init).lm.eval()
-        for p in teacher.parameters():
-            p.requires_grad_(False)
+        for d in [a.init] + ([a.rollout_teacher] if a.rollout_teacher else []):
+            t = TinyModel(d).lm.eval()
+            if t.c.to_dict() != cfg.to_dict():
+                raise SystemExit(f"teacher {d}: config {t.c.to_dict()} differs from {cfg.to_dict()}")
+            for p in t.parameters():
+                p.requires_grad_(False)
+            teachers.append(t)
     n_params = param_count(lm)
     log(f"model: {n_params} parameters, config {json.dumps(cfg.to_dict())}", fh)
     decay = [p for n, p in lm.named_parameters() if p.dim() >= 2]
@@ -437,8 +465,8 @@ def main():
         lr = lr_at(step, time.time() - t_train)
         for g in opt.param_groups:
             g["lr"] = lr
-        ids, pos, seg, tgt, aux, agent = tensorize(bs[step])
-        loss, main_loss, ntok = loss_fn(lm, ids, pos, seg, tgt, aux, a.aux_weight, teacher, agent, a.distill)
+        ids, pos, seg, tgt, aux, teach = tensorize(bs[step], distilled, bool(a.rollout_teacher))
+        loss, main_loss, ntok = loss_fn(lm, ids, pos, seg, tgt, aux, a.aux_weight, teachers, teach, a.distill)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(lm.parameters(), 1.0)
@@ -448,7 +476,7 @@ def main():
         curve.append((step, lv))
         el = time.time() - t_train
         if step % 10 == 0 or step == steps - 1:
-            log(f"step {step:4d}/{steps} loss {lv:.4f} ema {ema:.4f} lr {lr:.2e} "
+            log(f"step {step:4d}/{steps} loss {lv:.4f} ema {ema:.4f} objective {float(loss):.4f} lr {lr:.2e} "
                 f"tokens {ids.numel()} out-tokens {ntok} elapsed {el / 60:.1f}m", fh)
         if step > 0 and step % 200 == 0:
             torch.save({"config": cfg.to_dict(), "model": lm.state_dict()}, os.path.join(run_dir, "model.pt"))
@@ -497,6 +525,8 @@ def main():
         "mix": a.mix or ("probes" if a.init else "scratch"),
         **({"init": a.init} if a.init else {}),
         **({"distill": a.distill} if a.distill > 0 else {}),
+        **({"rollout_teacher": a.rollout_teacher} if a.rollout_teacher else {}),
+        **({"anchor_probes": True} if a.anchor_probes else {}),
         "dev_round_exact_match": devres,
     }
     with open(os.path.join(run_dir, "metrics.json"), "w") as f:
