@@ -3,7 +3,7 @@
 // rounds over the whole test split (greedy, `memory`) and mixed groups at T = 1 pooled over seeds.
 // Fisher's exact test compares the two models' counts (two-sided: the sum of the tables no more
 // likely than the observed one, margins fixed).
-//   node results/quality.mjs
+//   node results/quality.mjs [stage1 prev base ...]   (stage1 first: the others are tested against it)
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -18,12 +18,18 @@ const read = (file) => {
   return JSON.parse(readFileSync(p, 'utf8'));
 };
 const seeds = (process.env.SEEDS ?? '3 4').split(/\s+/).filter(Boolean);
-const models = {
-  stage1: { greedy: ['training/eval/test-memory.json', 'results/eval/stage1-memory-rest.json'],
-    mixed: ['training/eval/test-t1.json', ...seeds.map((s) => `results/eval/stage1-mixed-s${s}.json`)] },
-  base: { greedy: ['results/eval/base-memory.json', 'results/eval/base-memory-rest.json'],
-    mixed: ['results/eval/base-mixed.json', ...seeds.map((s) => `results/eval/base-mixed-s${s}.json`)] },
-};
+// Each model's greedy reports (test 0-399, 400-999) and T = 1 reports (seed 2, then SEEDS). stage1's
+// first two are training/eval's; a model's seed-2 report is <model>-mixed.json (evals.sh's name)
+// or <model>-mixed-s2.json (stage2-check.sh's).
+const files = (m) => (m === 'stage1'
+  ? { greedy: ['training/eval/test-memory.json', 'results/eval/stage1-memory-rest.json'],
+    mixed: ['training/eval/test-t1.json', ...seeds.map((s) => `results/eval/stage1-mixed-s${s}.json`)] }
+  : { greedy: [`results/eval/${m}-memory.json`, `results/eval/${m}-memory-rest.json`],
+    mixed: [existsSync(path.join(root, `results/eval/${m}-mixed.json`)) ? `results/eval/${m}-mixed.json` : `results/eval/${m}-mixed-s2.json`,
+      ...seeds.map((s) => `results/eval/${m}-mixed-s${s}.json`)] });
+const names = process.argv.length > 2 ? process.argv.slice(2) : ['stage1', 'prev', 'base'];
+if (names[0] !== 'stage1') names.unshift('stage1'); // every model is tested against stage 1 alone
+const models = Object.fromEntries(names.map((m) => [m, files(m)]));
 
 // Rounds and invalid rounds of one eval report; a report written before mempo eval counted them
 // (training/eval/test-memory.json) gives them back from its rate: rounds = turns summed.
@@ -74,8 +80,13 @@ for (const [m, x] of Object.entries(f)) {
   console.log(row([m, ...x.g.map((r) => `${pct(r.n - r.bad, r.n)} % (${r.bad} / ${r.n})`),
     `${pct(x.G.n - x.G.bad, x.G.n)} % (${x.G.bad} / ${x.G.n})`, `${pct(x.TF.n - x.TF.bad, x.TF.n)} % (${x.TF.bad} / ${x.TF.n})`]));
 }
-const s = f.stage1, b = f.base;
-console.log(`\nFisher two-sided p, base against stage1: greedy whole split ${pv(fisher(b.G.bad, b.G.n, s.G.bad, s.G.n))}, T = 1 ${pv(fisher(b.TF.bad, b.TF.n, s.TF.bad, s.TF.n))}`);
+const s = f.stage1;
+const others = names.slice(1);
+console.log('\nFisher two-sided p against stage1:');
+for (const m of others) {
+  const b = f[m];
+  console.log(`- ${m}: greedy whole split ${pv(fisher(b.G.bad, b.G.n, s.G.bad, s.G.n))}, T = 1 ${pv(fisher(b.TF.bad, b.TF.n, s.TF.bad, s.TF.n))}`);
+}
 
 console.log('\nInvalid rounds by objectives, greedy, `memory`, test 400–999 (invalid / rounds):\n');
 const rest = Object.fromEntries(Object.keys(models).map((m) => [m, read(`results/eval/${m}-memory-rest.json`).byObjectives]));
@@ -90,4 +101,5 @@ console.log(row(['---', ...Array(seeds.length + 2).fill('---:')]));
 for (const [m, x] of Object.entries(f)) {
   console.log(row([m, ...x.t.map((r) => `${pct(r.k, r.n)} % (${r.k})`), `${pct(x.T.k, x.T.n)} % (${x.T.k} / ${x.T.n})`]));
 }
-console.log(`\nFisher two-sided p, base against stage1, pooled: ${pv(fisher(b.T.k, b.T.n, s.T.k, s.T.n))}`);
+console.log('\nFisher two-sided p against stage1, pooled:');
+for (const m of others) console.log(`- ${m}: ${pv(fisher(f[m].T.k, f[m].T.n, s.T.k, s.T.n))}`);

@@ -1,7 +1,8 @@
 // The tables of README "Does the memory reward help?" from results/eval/*.json (results/evals.sh),
 // printed as Markdown so that no figure is copied by hand. `base` is the shipped model, which the
-// arms start from; `start` and `start-<arm>` are the earlier round from commit bcbbbe6's model.
-//   node results/table.mjs [base grpo mempo start start-grpo ...]
+// arms start from; `prev` and `prev-<arm>` are the round from commit a78a8c4's model (the stage 2
+// shipped before the repair), `start` and `start-<arm>` the round from commit bcbbbe6's.
+//   node results/table.mjs [base grpo mempo prev prev-grpo start start-grpo ...]
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
