@@ -2,7 +2,8 @@
 # The evaluation of README "Does the memory reward help?": base (models/mempo-tiny) and the last
 # checkpoint of each arm (results/arms.sh) on 400 test questions, greedy, at most 16 rounds, under
 # both context policies; then the memory reward (full-policy rollouts, greedy) on 100 dev questions.
-# Writes results/eval/<model>-<policy>.json and results/eval/<model>-dev-probes.json.
+# Writes results/eval/<model>-<policy>.json, <model>-<policy>-endings.json (results/endings.mjs) and
+# results/eval/<model>-dev-probes.json.
 #   bash results/evals.sh [base start grpo mempo ...]     (start: the arms' starting model, commit bcbbbe6)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +24,8 @@ for m in "${models[@]}"; do
     node dist/cli/main.js eval --model "$dir" --split test --shuffle --seed 1 --limit 400 --context "$ctx" \
       --max-turns 16 --questions-per-batch 50 --threads 2 --quiet --resume --json --out "out/evals/$m-$ctx" > "results/eval/$m-$ctx.json.tmp"
     mv "results/eval/$m-$ctx.json.tmp" "results/eval/$m-$ctx.json"
+    node results/endings.mjs "out/evals/$m-$ctx/batch.jsonl" > "results/eval/$m-$ctx-endings.json.tmp"
+    mv "results/eval/$m-$ctx-endings.json.tmp" "results/eval/$m-$ctx-endings.json"
   done
   node dist/cli/main.js eval --model "$dir" --split dev --shuffle --seed 0 --limit 100 --context full --memory-reward \
     --threads 2 --quiet --resume --out "out/evals/$m-dev" > /dev/null

@@ -1,0 +1,92 @@
+// Where the memory advantage lands in a batch: its mean over the snapshots of rounds that search
+// (the gold may not be found yet) and of rounds that answer, by the trajectory's number of rounds,
+// by its score and by the mem's length in tokens, under both groupings (docs/algorithm.md §5),
+// recomputed from the batch's memory rewards with mempo's own memoryAdvantage. Also the sum over
+// a trajectory's mem tokens: what the memory advantage adds to its policy-gradient weight.
+//   node results/advantage-by-round.mjs DIR/batch.jsonl [--json]      (a `mempo rollout` batch)
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+
+const require = createRequire(import.meta.url);
+const { memoryAdvantage } = require('../dist/index.js');
+
+const file = process.argv[2];
+if (!file) {
+  console.error('usage: node results/advantage-by-round.mjs DIR/batch.jsonl [--json]');
+  process.exit(2);
+}
+let text;
+try {
+  text = readFileSync(file, 'utf8');
+} catch (e) {
+  console.error(`${file}: cannot read it (${e.code ?? e.message})`);
+  process.exit(2);
+}
+const records = text.split('\n').filter((l) => l.trim()).map((l, i) => {
+  try {
+    return JSON.parse(l);
+  } catch (e) {
+    console.error(`${file}:${i + 1}: not JSON (${e.message})`);
+    process.exit(2);
+  }
+});
+
+// One snapshot per round with a memory reward; each gets its own column so that the kernel's
+// output can be read back per snapshot (spans must not overlap within a row).
+const snaps = [];
+records.forEach((r, row) => {
+  for (const rd of r.rounds) {
+    if (rd.memReward === null || !rd.memSpan) continue;
+    snaps.push({ row, uid: r.uid, round: rd.index, reward: rd.memReward, action: rd.action,
+      tokens: rd.memSpan[1] - rd.memSpan[0], rounds: r.rounds.length, score: r.score });
+  }
+});
+if (snaps.length === 0) {
+  console.error(`${file}: no round carries a memory reward (a run with --no-memory-reward?)`);
+  process.exit(2);
+}
+const M = snaps.length;
+const spans = new Int32Array(3 * M);
+snaps.forEach((s, m) => spans.set([s.row, m, m + 1], 3 * m));
+const rounds = Int32Array.from(snaps.map((s) => s.round));
+
+const memLength = (n) => (n <= 16 ? '1-16' : n <= 32 ? '17-32' : n <= 64 ? '33-64' : '65+');
+const mean = (v) => v.reduce((a, b) => a + b, 0) / v.length;
+const out = { snapshots: M, trajectories: records.length, groupings: {} };
+for (const grouping of ['question', 'question-round']) {
+  const adv = memoryAdvantage(snaps.map((s) => s.reward), snaps.map((s) => s.uid), spans, records.length, M,
+    { memGrouping: grouping, rounds });
+  const buckets = {};
+  const perTrajectory = new Map(); // row → { rounds, sum of advantage × mem tokens }
+  snaps.forEach((s, m) => {
+    const a = adv[s.row * M + m];
+    for (const key of [`${s.action ?? "actionless"} rounds`, `trajectory of ${Math.min(s.rounds, 6)}${s.rounds >= 6 ? '+' : ''} rounds`, `trajectory scored ${s.score}`, `mem of ${memLength(s.tokens)} tokens`]) {
+      (buckets[key] ??= []).push(a);
+    }
+    const t = perTrajectory.get(s.row) ?? { rounds: s.rounds, sum: 0 };
+    t.sum += a * s.tokens;
+    perTrajectory.set(s.row, t);
+  });
+  const byLength = {};
+  for (const t of perTrajectory.values()) (byLength[Math.min(t.rounds, 6)] ??= []).push(t.sum);
+  out.groupings[grouping] = {
+    meanAdvantage: Object.fromEntries(Object.entries(buckets).sort().map(([k, v]) => [k, { n: v.length, mean: mean(v) }])),
+    memTokenSumByRounds: Object.fromEntries(Object.entries(byLength).map(([k, v]) => [k, { n: v.length, mean: mean(v) }])),
+  };
+}
+const rewards = {};
+for (const s of snaps) (rewards[`${s.action ?? "actionless"} rounds`] ??= []).push(s.reward);
+out.meanReward = Object.fromEntries(Object.entries(rewards).map(([k, v]) => [k, { n: v.length, mean: mean(v) }]));
+
+if (process.argv.includes('--json')) {
+  console.log(JSON.stringify(out, null, 2));
+} else {
+  console.log(`${file}: ${M} snapshots in ${records.length} trajectories`);
+  for (const [k, v] of Object.entries(out.meanReward)) console.log(`  memory reward, ${k}: ${v.mean.toFixed(3)} (n ${v.n})`);
+  for (const [g, o] of Object.entries(out.groupings)) {
+    console.log(`memory advantage, grouping '${g}':`);
+    for (const [k, v] of Object.entries(o.meanAdvantage)) console.log(`  ${k.padEnd(28)} ${v.mean >= 0 ? ' ' : ''}${v.mean.toFixed(3)}  (n ${v.n})`);
+    console.log('  sum over a trajectory\'s mem tokens, by its rounds:');
+    for (const [k, v] of Object.entries(o.memTokenSumByRounds)) console.log(`    ${k.padEnd(4)} ${v.mean >= 0 ? ' ' : ''}${v.mean.toFixed(2)}  (n ${v.n})`);
+  }
+}

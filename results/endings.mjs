@@ -1,0 +1,83 @@
+// How the trajectories of an evaluation end, by question kind: why each stopped (its doneReason:
+// an answer, the round limit, a round past --max-round-tokens, a round without an action), and how
+// many chains were answered before their last hop was searched (fewer searches than hops: such an
+// answer can only be a guess or an intermediate entity), and the mean length of their mems.
+//   node results/endings.mjs DIR/batch.jsonl > results/eval/<model>-<policy>-endings.json
+//   node results/endings.mjs --table base grpo mempo ...   (Markdown, from results/eval/*-endings.json)
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const fail = (msg) => {
+  console.error(msg);
+  process.exit(2);
+};
+const args = process.argv.slice(2);
+if (args.length === 0) fail('usage: node results/endings.mjs DIR/batch.jsonl | --table MODEL ...');
+
+const kinds = ['1-hop', '2-hop', '3-hop', 'bundles'];
+const kindOf = (r) => (r.objectives > 1 ? 'bundles' : `${r.hops}-hop`);
+
+function endings(file) {
+  let text;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    fail(`${file}: cannot read it (${e.code ?? e.message})`);
+  }
+  const out = {};
+  text.split('\n').forEach((line, i) => {
+    if (!line.trim()) return;
+    let r;
+    try {
+      r = JSON.parse(line);
+    } catch (e) {
+      fail(`${file}:${i + 1}: not JSON (${e.message})`);
+    }
+    const k = kindOf(r);
+    const o = (out[k] ??= { trajectories: 0, correct: 0, doneReasons: {}, answeredEarly: 0, answeredEarlyCorrect: 0, memRounds: 0, meanMemTokens: 0 });
+    o.trajectories++;
+    if (r.score === 1) o.correct++;
+    const reason = r.doneReason ?? 'none';
+    o.doneReasons[reason] = (o.doneReasons[reason] ?? 0) + 1;
+    for (const d of r.rounds) {
+      if (!d.memSpan) continue;
+      o.memRounds++; // running mean of the mems' lengths in tokens (tags included)
+      o.meanMemTokens += (d.memSpan[1] - d.memSpan[0] - o.meanMemTokens) / o.memRounds;
+    }
+    const searches = r.rounds.filter((d) => d.action === 'search').length;
+    if (k !== 'bundles' && reason === 'answer' && searches < r.hops) {
+      o.answeredEarly++;
+      if (r.score === 1) o.answeredEarlyCorrect++;
+    }
+  });
+  if (Object.keys(out).length === 0) fail(`${file}: no trajectories`);
+  return Object.fromEntries(kinds.filter((k) => out[k]).map((k) => [k, out[k]]));
+}
+
+if (args[0] !== '--table') {
+  console.log(JSON.stringify(endings(args[0]), null, 2));
+} else {
+  const dir = path.join(path.dirname(fileURLToPath(import.meta.url)), 'eval');
+  const chainMem = (e) => { // the chains' mean mem length, weighted by their rounds
+    const c = kinds.slice(0, 3).map((k) => e[k]).filter(Boolean);
+    return c.reduce((a, o) => a + o.meanMemTokens * o.memRounds, 0) / Math.max(1, c.reduce((a, o) => a + o.memRounds, 0));
+  };
+  const row = (cells) => `| ${cells.join(' | ')} |`;
+  console.log(row(['model', 'policy', ...kinds.slice(0, 3).map((k) => `${k}: answered before the last hop`),
+    'bundles: ended by an answer', 'the round limit', 'a round too long', 'a round without action',
+    'mem tokens, chains / bundles']));
+  console.log(row(['---', '---', ...Array(8).fill('---:')]));
+  for (const m of args.slice(1)) {
+    for (const policy of ['memory', 'full']) {
+      const file = path.join(dir, `${m}-${policy}-endings.json`);
+      if (!existsSync(file)) continue;
+      const e = JSON.parse(readFileSync(file, 'utf8'));
+      const b = e.bundles?.doneReasons ?? {};
+      const of = (n) => `${n ?? 0} / ${e.bundles?.trajectories ?? 0}`;
+      console.log(row([m, policy, ...kinds.slice(0, 3).map((k) => (e[k] ? `${e[k].answeredEarly} / ${e[k].trajectories}` : '—')),
+        of(b.answer), of(b['max-turns']), of(b['round-length']), of(b['no-action']),
+        `${chainMem(e).toFixed(1)} / ${(e.bundles?.meanMemTokens ?? 0).toFixed(1)}`]));
+    }
+  }
+}
