@@ -4,32 +4,15 @@
 // recomputed from the batch's memory rewards with mempo's own memoryAdvantage. Also the sum over
 // a trajectory's mem tokens: what the memory advantage adds to its policy-gradient weight.
 //   node results/advantage-by-round.mjs DIR/batch.jsonl [--json]      (a `mempo rollout` batch)
-import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { fail, readBatch } from './batch.mjs';
 
 const require = createRequire(import.meta.url);
 const { memoryAdvantage } = require('../dist/index.js');
 
 const file = process.argv[2];
-if (!file) {
-  console.error('usage: node results/advantage-by-round.mjs DIR/batch.jsonl [--json]');
-  process.exit(2);
-}
-let text;
-try {
-  text = readFileSync(file, 'utf8');
-} catch (e) {
-  console.error(`${file}: cannot read it (${e.code ?? e.message})`);
-  process.exit(2);
-}
-const records = text.split('\n').filter((l) => l.trim()).map((l, i) => {
-  try {
-    return JSON.parse(l);
-  } catch (e) {
-    console.error(`${file}:${i + 1}: not JSON (${e.message})`);
-    process.exit(2);
-  }
-});
+if (!file) fail('usage: node results/advantage-by-round.mjs DIR/batch.jsonl [--json]');
+const records = readBatch(file);
 
 // One snapshot per round with a memory reward; each gets its own column so that the kernel's
 // output can be read back per snapshot (spans must not overlap within a row).
@@ -41,10 +24,7 @@ records.forEach((r, row) => {
       tokens: rd.memSpan[1] - rd.memSpan[0], rounds: r.rounds.length, score: r.score });
   }
 });
-if (snaps.length === 0) {
-  console.error(`${file}: no round carries a memory reward (a run with --no-memory-reward?)`);
-  process.exit(2);
-}
+if (snaps.length === 0) fail(`${file}: no round carries a memory reward (a run with --no-memory-reward?)`);
 const M = snaps.length;
 const spans = new Int32Array(3 * M);
 snaps.forEach((s, m) => spans.set([s.row, m, m + 1], 3 * m));

@@ -7,11 +7,8 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { fail, readBatch } from './batch.mjs';
 
-const fail = (msg) => {
-  console.error(msg);
-  process.exit(2);
-};
 const args = process.argv.slice(2);
 if (args.length === 0) fail('usage: node results/endings.mjs DIR/batch.jsonl | --table MODEL ...');
 
@@ -19,21 +16,8 @@ const kinds = ['1-hop', '2-hop', '3-hop', 'bundles'];
 const kindOf = (r) => (r.objectives > 1 ? 'bundles' : `${r.hops}-hop`);
 
 function endings(file) {
-  let text;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (e) {
-    fail(`${file}: cannot read it (${e.code ?? e.message})`);
-  }
   const out = {};
-  text.split('\n').forEach((line, i) => {
-    if (!line.trim()) return;
-    let r;
-    try {
-      r = JSON.parse(line);
-    } catch (e) {
-      fail(`${file}:${i + 1}: not JSON (${e.message})`);
-    }
+  for (const r of readBatch(file)) {
     const k = kindOf(r);
     const o = (out[k] ??= { trajectories: 0, correct: 0, doneReasons: {}, answeredEarly: 0, answeredEarlyCorrect: 0, memRounds: 0, meanMemTokens: 0 });
     o.trajectories++;
@@ -50,8 +34,7 @@ function endings(file) {
       o.answeredEarly++;
       if (r.score === 1) o.answeredEarlyCorrect++;
     }
-  });
-  if (Object.keys(out).length === 0) fail(`${file}: no trajectories`);
+  }
   return Object.fromEntries(kinds.filter((k) => out[k]).map((k) => [k, out[k]]));
 }
 

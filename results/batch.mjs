@@ -1,0 +1,29 @@
+// Reads a `mempo rollout` / `mempo eval` batch (one trajectory per JSON line) for the scripts in
+// results/; a file that cannot be read or a line that is not JSON ends the script with exit 2 and
+// names the file and line.
+import { readFileSync } from 'node:fs';
+
+export function fail(msg) {
+  console.error(msg);
+  process.exit(2);
+}
+
+export function readBatch(file) {
+  let text;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    fail(`${file}: cannot read it (${e.code ?? e.message})`);
+  }
+  const records = [];
+  text.split('\n').forEach((line, i) => {
+    if (!line.trim()) return;
+    try {
+      records.push(JSON.parse(line));
+    } catch (e) {
+      fail(`${file}:${i + 1}: not JSON (${e.message})`);
+    }
+  });
+  if (records.length === 0) fail(`${file}: no trajectories`);
+  return records;
+}
