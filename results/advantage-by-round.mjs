@@ -2,7 +2,8 @@
 // (the gold may not be found yet) and of rounds that answer, by the trajectory's number of rounds,
 // by its score and by the mem's length in tokens, under both groupings (docs/algorithm.md §5),
 // recomputed from the batch's memory rewards with mempo's own memoryAdvantage. Also the sum over
-// a trajectory's mem tokens: what the memory advantage adds to its policy-gradient weight.
+// a trajectory's mem tokens (what the memory advantage adds to its policy-gradient weight) beside
+// the sum of its outcome advantage over its trained tokens, by the trajectory's rounds.
 //   node results/advantage-by-round.mjs DIR/batch.jsonl [--json]      (a `mempo rollout` batch)
 import { createRequire } from 'node:module';
 import { fail, readBatch } from './batch.mjs';
@@ -32,6 +33,9 @@ const rounds = Int32Array.from(snaps.map((s) => s.round));
 
 const memLength = (n) => (n <= 16 ? '1-16' : n <= 32 ? '17-32' : n <= 64 ? '33-64' : '65+');
 const mean = (v) => v.reduce((a, b) => a + b, 0) / v.length;
+const roundsKey = (n) => `${Math.min(n, 6)}${n >= 6 ? '+' : ''}`;
+// The outcome advantage summed over each trajectory's trained tokens, from the batch itself.
+const outcomeSum = records.map((r) => r.outcomeAdvantage.reduce((a, x, t) => a + (r.responseMask[t] ? x : 0), 0));
 const out = { snapshots: M, trajectories: records.length, groupings: {} };
 for (const grouping of ['question', 'question-round']) {
   const adv = memoryAdvantage(snaps.map((s) => s.reward), snaps.map((s) => s.uid), spans, records.length, M,
@@ -40,7 +44,7 @@ for (const grouping of ['question', 'question-round']) {
   const perTrajectory = new Map(); // row → { rounds, sum of advantage × mem tokens }
   snaps.forEach((s, m) => {
     const a = adv[s.row * M + m];
-    for (const key of [`${s.action ?? "actionless"} rounds`, `trajectory of ${Math.min(s.rounds, 6)}${s.rounds >= 6 ? '+' : ''} rounds`, `trajectory scored ${s.score}`, `mem of ${memLength(s.tokens)} tokens`]) {
+    for (const key of [`${s.action ?? 'actionless'} rounds`, `trajectory of ${roundsKey(s.rounds)} rounds`, `trajectory scored ${s.score}`, `mem of ${memLength(s.tokens)} tokens`]) {
       (buckets[key] ??= []).push(a);
     }
     const t = perTrajectory.get(s.row) ?? { rounds: s.rounds, sum: 0 };
@@ -48,14 +52,15 @@ for (const grouping of ['question', 'question-round']) {
     perTrajectory.set(s.row, t);
   });
   const byLength = {};
-  for (const t of perTrajectory.values()) (byLength[Math.min(t.rounds, 6)] ??= []).push(t.sum);
+  for (const [row, t] of perTrajectory) (byLength[roundsKey(t.rounds)] ??= []).push([t.sum, outcomeSum[row]]);
   out.groupings[grouping] = {
     meanAdvantage: Object.fromEntries(Object.entries(buckets).sort().map(([k, v]) => [k, { n: v.length, mean: mean(v) }])),
-    memTokenSumByRounds: Object.fromEntries(Object.entries(byLength).map(([k, v]) => [k, { n: v.length, mean: mean(v) }])),
+    memTokenSumByRounds: Object.fromEntries(Object.entries(byLength).map(([k, v]) => [k,
+      { n: v.length, mean: mean(v.map((x) => x[0])), outcomeMean: mean(v.map((x) => x[1])) }])),
   };
 }
 const rewards = {};
-for (const s of snaps) (rewards[`${s.action ?? "actionless"} rounds`] ??= []).push(s.reward);
+for (const s of snaps) (rewards[`${s.action ?? 'actionless'} rounds`] ??= []).push(s.reward);
 out.meanReward = Object.fromEntries(Object.entries(rewards).map(([k, v]) => [k, { n: v.length, mean: mean(v) }]));
 
 if (process.argv.includes('--json')) {
@@ -66,7 +71,9 @@ if (process.argv.includes('--json')) {
   for (const [g, o] of Object.entries(out.groupings)) {
     console.log(`memory advantage, grouping '${g}':`);
     for (const [k, v] of Object.entries(o.meanAdvantage)) console.log(`  ${k.padEnd(28)} ${v.mean >= 0 ? ' ' : ''}${v.mean.toFixed(3)}  (n ${v.n})`);
-    console.log('  sum over a trajectory\'s mem tokens, by its rounds:');
-    for (const [k, v] of Object.entries(o.memTokenSumByRounds)) console.log(`    ${k.padEnd(4)} ${v.mean >= 0 ? ' ' : ''}${v.mean.toFixed(2)}  (n ${v.n})`);
+    console.log('  sum over a trajectory\'s mem tokens, by its rounds (beside: its outcome advantage summed over its trained tokens):');
+    for (const [k, v] of Object.entries(o.memTokenSumByRounds)) {
+      console.log(`    ${k.padEnd(4)} ${v.mean >= 0 ? ' ' : ''}${v.mean.toFixed(2).padEnd(8)} outcome ${v.outcomeMean >= 0 ? ' ' : ''}${v.outcomeMean.toFixed(2)}  (n ${v.n})`);
+    }
   }
 }
