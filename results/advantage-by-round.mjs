@@ -3,7 +3,8 @@
 // by its score and by the mem's length in tokens, under both groupings (docs/algorithm.md §5),
 // recomputed from the batch's memory rewards with mempo's own memoryAdvantage. Also the sum over
 // a trajectory's mem tokens (what the memory advantage adds to its policy-gradient weight) beside
-// the sum of its outcome advantage over its trained tokens, by the trajectory's rounds.
+// the sum of its outcome advantage over its trained tokens, by question kind (chain or bundle) and
+// rounds, and how many groups of each kind are mixed (the outcome advantage is zero elsewhere).
 //   node results/advantage-by-round.mjs DIR/batch.jsonl [--json]      (a `mempo rollout` batch)
 import { createRequire } from 'node:module';
 import { fail, readBatch } from './batch.mjs';
@@ -17,12 +18,13 @@ const records = readBatch(file);
 
 // One snapshot per round with a memory reward; each gets its own column so that the kernel's
 // output can be read back per snapshot (spans must not overlap within a row).
+const kindOf = (r) => (r.objectives > 1 ? 'bundle' : 'chain');
 const snaps = [];
 records.forEach((r, row) => {
   for (const rd of r.rounds) {
     if (rd.memReward === null || !rd.memSpan) continue;
     snaps.push({ row, uid: r.uid, round: rd.index, reward: rd.memReward, action: rd.action,
-      tokens: rd.memSpan[1] - rd.memSpan[0], rounds: r.rounds.length, score: r.score });
+      tokens: rd.memSpan[1] - rd.memSpan[0], rounds: r.rounds.length, score: r.score, kind: kindOf(r) });
   }
 });
 if (snaps.length === 0) fail(`${file}: no round carries a memory reward (a run with --no-memory-reward?)`);
@@ -36,7 +38,17 @@ const mean = (v) => v.reduce((a, b) => a + b, 0) / v.length;
 const roundsKey = (n) => `${Math.min(n, 6)}${n >= 6 ? '+' : ''}`;
 // The outcome advantage summed over each trajectory's trained tokens, from the batch itself.
 const outcomeSum = records.map((r) => r.outcomeAdvantage.reduce((a, x, t) => a + (r.responseMask[t] ? x : 0), 0));
-const out = { snapshots: M, trajectories: records.length, groupings: {} };
+const scores = new Map(); // uid → { kind, scores }
+for (const r of records) (scores.get(r.uid) ?? scores.set(r.uid, { kind: kindOf(r), v: [] }).get(r.uid)).v.push(r.score);
+const groups = {};
+for (const { kind, v } of scores.values()) {
+  const g = (groups[kind] ??= { groups: 0, mixed: 0, trajectories: 0, scored: 0 });
+  g.groups++;
+  g.trajectories += v.length;
+  g.scored += v.filter((x) => x > 0).length;
+  if (new Set(v).size > 1) g.mixed++;
+}
+const out = { snapshots: M, trajectories: records.length, groups, groupings: {} };
 for (const grouping of ['question', 'question-round']) {
   const adv = memoryAdvantage(snaps.map((s) => s.reward), snaps.map((s) => s.uid), spans, records.length, M,
     { memGrouping: grouping, rounds });
@@ -47,15 +59,15 @@ for (const grouping of ['question', 'question-round']) {
     for (const key of [`${s.action ?? 'actionless'} rounds`, `trajectory of ${roundsKey(s.rounds)} rounds`, `trajectory scored ${s.score}`, `mem of ${memLength(s.tokens)} tokens`]) {
       (buckets[key] ??= []).push(a);
     }
-    const t = perTrajectory.get(s.row) ?? { rounds: s.rounds, sum: 0 };
+    const t = perTrajectory.get(s.row) ?? { key: `${s.kind}, ${roundsKey(s.rounds)} rounds`, sum: 0 };
     t.sum += a * s.tokens;
     perTrajectory.set(s.row, t);
   });
   const byLength = {};
-  for (const [row, t] of perTrajectory) (byLength[roundsKey(t.rounds)] ??= []).push([t.sum, outcomeSum[row]]);
+  for (const [row, t] of perTrajectory) (byLength[t.key] ??= []).push([t.sum, outcomeSum[row]]);
   out.groupings[grouping] = {
     meanAdvantage: Object.fromEntries(Object.entries(buckets).sort().map(([k, v]) => [k, { n: v.length, mean: mean(v) }])),
-    memTokenSumByRounds: Object.fromEntries(Object.entries(byLength).map(([k, v]) => [k,
+    memTokenSum: Object.fromEntries(Object.entries(byLength).sort().map(([k, v]) => [k,
       { n: v.length, mean: mean(v.map((x) => x[0])), outcomeMean: mean(v.map((x) => x[1])) }])),
   };
 }
@@ -66,14 +78,18 @@ out.meanReward = Object.fromEntries(Object.entries(rewards).map(([k, v]) => [k, 
 if (process.argv.includes('--json')) {
   console.log(JSON.stringify(out, null, 2));
 } else {
+  const signed = (x, digits) => `${x >= 0 ? ' ' : ''}${x.toFixed(digits)}`;
   console.log(`${file}: ${M} snapshots in ${records.length} trajectories`);
+  for (const [k, g] of Object.entries(groups)) {
+    console.log(`  ${k} groups: ${g.groups}, mixed ${g.mixed}; trajectories ${g.trajectories}, scored above 0: ${g.scored}`);
+  }
   for (const [k, v] of Object.entries(out.meanReward)) console.log(`  memory reward, ${k}: ${v.mean.toFixed(3)} (n ${v.n})`);
   for (const [g, o] of Object.entries(out.groupings)) {
     console.log(`memory advantage, grouping '${g}':`);
-    for (const [k, v] of Object.entries(o.meanAdvantage)) console.log(`  ${k.padEnd(28)} ${v.mean >= 0 ? ' ' : ''}${v.mean.toFixed(3)}  (n ${v.n})`);
-    console.log('  sum over a trajectory\'s mem tokens, by its rounds (beside: its outcome advantage summed over its trained tokens):');
-    for (const [k, v] of Object.entries(o.memTokenSumByRounds)) {
-      console.log(`    ${k.padEnd(4)} ${v.mean >= 0 ? ' ' : ''}${v.mean.toFixed(2).padEnd(8)} outcome ${v.outcomeMean >= 0 ? ' ' : ''}${v.outcomeMean.toFixed(2)}  (n ${v.n})`);
+    for (const [k, v] of Object.entries(o.meanAdvantage)) console.log(`  ${k.padEnd(28)} ${signed(v.mean, 3)}  (n ${v.n})`);
+    console.log('  sum over a trajectory\'s mem tokens (beside: its outcome advantage summed over its trained tokens):');
+    for (const [k, v] of Object.entries(o.memTokenSum)) {
+      console.log(`    ${k.padEnd(18)} ${signed(v.mean, 2).padEnd(9)} outcome ${signed(v.outcomeMean, 2)}  (n ${v.n})`);
     }
   }
 }
