@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `npm run train`: the three stages that make models/mempo-tiny (training/README.md), each exported
 # to its own model directory under training/out/ so that the next stage can start from it or learn
-# from it; only the last one is written to models/mempo-tiny.
+# from it. Each stage must pass its dev check (check, below) before the next one starts; the last
+# one then replaces models/mempo-tiny.
 #   1. stage 1, from random weights (34 min on 2 cores);
 #   2. stage 2, the memory reward's probes with the agent distilled from stage 1 (about 21 min);
 #   3. the repair: both models roll out train bundles of 6-10 objectives, where stage 2's greedy
@@ -15,20 +16,45 @@ py=python3
 python3 -c 'import torch' 2>/dev/null || py=/usr/bin/python3   # Debian's torch
 [ -f dist/cli/main.js ] || npm run build:ts
 [ -f dist-tools/tools/world/cli.js ] || npx tsc -p tsconfig.tools.json
-model_dir() {  # an exported stage, made loadable by the runtime: the tokenizer is the world's, not trained
+fresh_dir() {  # a stage's export directory, emptied, with the world's tokenizer (not trained) in it first
+  rm -rf "$1"  # so that a stage that fails leaves no earlier run's weights behind, and the export's
+  mkdir -p "$1"  # manifest.json covers the tokenizer files too
   cp models/mempo-tiny/tokenizer.json models/mempo-tiny/tokenizer_config.json "$1/"
+}
+check() {  # check DIR: the stage must pass its dev check (a `memory` round reproduced greedily)
+  # A stage that has not learnt to copy names scores 0 on every check; the shipped stages score
+  # 0.52-0.55. Stop before anything builds on it, and before models/mempo-tiny is touched.
+  node -e '
+    const [file, min] = [process.argv[1], Number(process.argv[2])];
+    let got;
+    try {
+      got = JSON.parse(require("fs").readFileSync(file, "utf8")).mempo?.dev_round_exact_match?.memory;
+    } catch (e) {
+      console.error(`train.sh: ${file}: cannot read it (${e.code ?? e.message}): run that stage first`);
+      process.exit(3);
+    }
+    if (!(got >= min)) {
+      console.error(`train.sh: ${file}: dev per-round check (memory) ${got} < ${min}: this stage did not learn ` +
+        "to copy names (training/README.md, \"Names are copied, not memorised\"); models/mempo-tiny is left as it was");
+      process.exit(3);
+    }' "$1/config.json" 0.3
 }
 for stage in ${STAGES:-stage1 stage2 repair}; do
   echo "$(date -u +%FT%TZ) train.sh: $stage" >&2
   case "$stage" in
     stage1)
+      fresh_dir $out/stage1
       $py training/train.py --export-dir $out/stage1
-      model_dir $out/stage1 ;;
+      check $out/stage1 ;;
     stage2)
+      check $out/stage1
+      fresh_dir $out/stage2
       $py training/train.py --init $out/stage1 --steps 1000 --lr 3e-4 --copy-warmup 0 --skip-data \
         --mix probes-full --distill 5 --aux-weight 0 --run-dir $out/run-stage2 --export-dir $out/stage2
-      model_dir $out/stage2 ;;
+      check $out/stage2 ;;
     repair)
+      check $out/stage1
+      check $out/stage2
       node training/rollout-questions.mjs 80 > $out/repair-questions.jsonl
       roll() {  # roll MODEL OFFSET NAME: 120 bundles, greedy, `memory` policy, mempo eval's budget
         rm -rf "$out/rollouts-$3"
@@ -44,9 +70,16 @@ for stage in ${STAGES:-stage1 stage2 repair}; do
       wait $p2
       cat $out/rollouts-stage1.jsonl $out/rollouts-stage2.jsonl > $out/repair-samples.jsonl.tmp
       mv $out/repair-samples.jsonl.tmp $out/repair-samples.jsonl
+      fresh_dir $out/repair
       $py training/train.py --init $out/stage2 --steps 400 --lr 1e-4 --copy-warmup 0 --skip-data \
         --mix repair --distill 5 --aux-weight 0 --anchor-probes --rollout-samples $out/repair-samples.jsonl \
-        --rollout-teacher $out/stage1 --threads 1 --run-dir $out/run-repair --export-dir models/mempo-tiny ;;
+        --rollout-teacher $out/stage1 --threads 1 --run-dir $out/run-repair --export-dir $out/repair
+      check $out/repair
+      rm -rf models/mempo-tiny.new models/mempo-tiny.old  # replace the shipped model whole, never half-written
+      cp -r $out/repair models/mempo-tiny.new
+      mv models/mempo-tiny models/mempo-tiny.old
+      mv models/mempo-tiny.new models/mempo-tiny
+      rm -rf models/mempo-tiny.old ;;
     *) echo "train.sh: unknown stage $stage (stage1, stage2, repair)" >&2; exit 2 ;;
   esac
 done
