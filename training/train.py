@@ -2,14 +2,12 @@
 
 One command (from the repository root):
 
-    npm run train            # stage 1: python3 training/train.py (from random weights), then
-                             # stage 2: python3 training/train.py --init models/mempo-tiny --steps 1000
-                             #          --lr 3e-4 --copy-warmup 0 --skip-data --mix probes-full
-                             #          --distill 5 --aux-weight 0 (the probes)
+    npm run train            # bash training/train.sh: stage 1 (this script from random weights,
+                             # --steps 7000), stage 2 (--init stage 1, --mix probes-full) and the
+                             # repair (--mix repair); the flags of each: training/README.md
 
-What it does (seeded: world 20260529, training 1234; CPU, 2 threads; 39 minutes of optimisation
-by default, under 45 minutes end to end on 2 cores; the step count follows the machine's speed
-unless --steps is given):
+What it does (seeded: world 20260529, training 1234; CPU, 2 threads by default; with --steps 0, the
+default, the step count fits a wall-clock budget, --max-minutes, and so follows the machine's speed):
   1. builds the TypeScript (`npx tsc -p tsconfig.tools.json`) unless dist-tools/tools/world/cli.js exists
      (rebuild it yourself after changing tools/world or the src/ modules it imports),
   2. writes tokenised per-round samples of the world's oracle trajectories with the shipped

@@ -3,7 +3,8 @@
 # to its own model directory under training/out/ so that the next stage can start from it or learn
 # from it. Each stage must pass its dev check (check, below) before the next one starts; the last
 # one then replaces models/mempo-tiny.
-#   1. stage 1, from random weights (34 min on 2 cores);
+#   1. stage 1, from random weights: 7,000 steps (50 min on 2 cores; a step count, not a time
+#      budget, so that every machine trains the same steps: training/README.md, "Stage 1's length");
 #   2. stage 2, the memory reward's probes with the agent distilled from stage 1 (about 21 min);
 #   3. the repair: both models roll out train bundles of 6-10 objectives, where stage 2's greedy
 #      agent breaks the format; stage 2 then learns stage 1's rounds on those rollouts while
@@ -44,7 +45,7 @@ for stage in ${STAGES:-stage1 stage2 repair}; do
   case "$stage" in
     stage1)
       fresh_dir $out/stage1
-      $py training/train.py --export-dir $out/stage1
+      $py training/train.py --steps 7000 --export-dir $out/stage1
       check $out/stage1 ;;
     stage2)
       check $out/stage1
