@@ -10,7 +10,7 @@ import { createRequire } from 'node:module';
 import { fail, readBatch } from './batch.mjs';
 
 const require = createRequire(import.meta.url);
-const { memoryAdvantage } = require('../dist/index.js');
+const { evalReport, memoryAdvantage } = require('../dist/index.js');
 
 const file = process.argv[2];
 if (!file) fail('usage: node results/advantage-by-round.mjs DIR/batch.jsonl [--json]');
@@ -38,15 +38,14 @@ const mean = (v) => v.reduce((a, b) => a + b, 0) / v.length;
 const roundsKey = (n) => `${Math.min(n, 6)}${n >= 6 ? '+' : ''}`;
 // The outcome advantage summed over each trajectory's trained tokens, from the batch itself.
 const outcomeSum = records.map((r) => r.outcomeAdvantage.reduce((a, x, t) => a + (r.responseMask[t] ? x : 0), 0));
-const scores = new Map(); // uid → { kind, scores }
-for (const r of records) (scores.get(r.uid) ?? scores.set(r.uid, { kind: kindOf(r), v: [] }).get(r.uid)).v.push(r.score);
+// Groups of each kind and how many are mixed, by mempo's own evaluation table (evalReport).
 const groups = {};
-for (const { kind, v } of scores.values()) {
-  const g = (groups[kind] ??= { groups: 0, mixed: 0, trajectories: 0, scored: 0 });
-  g.groups++;
-  g.trajectories += v.length;
-  g.scored += v.filter((x) => x > 0).length;
-  if (new Set(v).size > 1) g.mixed++;
+for (const kind of ['chain', 'bundle']) {
+  const rs = records.filter((r) => kindOf(r) === kind);
+  if (rs.length === 0) continue;
+  const e = evalReport(rs);
+  groups[kind] = { groups: e.questions, mixed: Math.round(e.mixedGroupFraction * e.questions),
+    trajectories: e.trajectories, scored: rs.filter((r) => r.score > 0).length };
 }
 const out = { snapshots: M, trajectories: records.length, groups, groupings: {} };
 for (const grouping of ['question', 'question-round']) {
