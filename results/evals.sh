@@ -4,7 +4,8 @@
 # both context policies; then the memory reward (full-policy rollouts, greedy) on 100 dev questions.
 # Writes results/eval/<model>-<policy>.json, <model>-<policy>-endings.json (results/endings.mjs) and
 # results/eval/<model>-dev-probes.json.
-#   bash results/evals.sh [base start grpo mempo ...]     (start: the arms' starting model, commit bcbbbe6)
+#   bash results/evals.sh [base start repaired grpo mempo ...]
+# (start, repaired: the models/mempo-tiny of commits bcbbbe6 and ca31e82, from git)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source results/model-at.sh
@@ -16,6 +17,8 @@ for m in "${models[@]}"; do
   if [ "$m" = base ]; then dir=models/mempo-tiny
   elif [ "$m" = start ]; then  # the model the committed arms started from: models/mempo-tiny of commit bcbbbe6
     dir=out/start-model; model_at bcbbbe6 "$dir"
+  elif [ "$m" = repaired ]; then  # the repaired stage 2 shipped until 2026-12-03
+    dir=out/repaired-model; model_at ca31e82 "$dir"
   else
     dir=$(ls -d out/arms/"$m"/checkpoints/step-* | sort -t- -k2 -n | tail -1)
   fi
