@@ -4,14 +4,11 @@
 // the starting model at the last step, the median gradient norm and the batches' share of
 // format-valid trajectories over the last six steps.
 //   node results/arm-stats.mjs results/arms/{grpo,mempo}/metrics.jsonl
-import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import { fail, readJsonLines } from './batch.mjs';
 
 const files = process.argv.slice(2);
-if (files.length === 0) {
-  console.error('usage: node results/arm-stats.mjs ARM/metrics.jsonl ...');
-  process.exit(2);
-}
+if (files.length === 0) fail('usage: node results/arm-stats.mjs ARM/metrics.jsonl ...');
 const median = (xs) => {
   const s = xs.filter((x) => typeof x === 'number').sort((a, b) => a - b);
   if (s.length === 0) return null;
@@ -22,19 +19,8 @@ const sec = (ms) => (ms === null ? '—' : `${(ms / 1000).toFixed(1)} s`);
 const row = (cells) => `| ${cells.join(' | ')} |`;
 
 const arms = files.map((file) => {
-  let steps;
-  try {
-    steps = readFileSync(file, 'utf8').split('\n').filter((l) => l.trim()).map((l, i) => {
-      try { return JSON.parse(l); } catch { throw new Error(`${file}:${i + 1} is not JSON`); }
-    }).filter((m) => m.step > 0);
-  } catch (e) {
-    console.error(`cannot read ${file}: ${e.message}`);
-    process.exit(2);
-  }
-  if (steps.length === 0) {
-    console.error(`${file} has no training step`);
-    process.exit(2);
-  }
+  const steps = readJsonLines(file, 'metrics').filter((m) => m.step > 0);
+  if (steps.length === 0) fail(`${file}: no training step`);
   return { file, steps };
 });
 

@@ -1,6 +1,6 @@
-// Reads a `mempo rollout` / `mempo eval` batch (one trajectory per JSON line) for the scripts in
-// results/; a file that cannot be read or a line that is not JSON ends the script with exit 2 and
-// names the file and line.
+// Reads a `mempo rollout` / `mempo eval` batch (one trajectory per JSON line), or any other JSON
+// Lines file (a run's metrics.jsonl), for the scripts in results/; a file that cannot be read or a
+// line that is not JSON ends the script with exit 2 and names the file and line.
 import { readFileSync } from 'node:fs';
 
 export function fail(msg) {
@@ -8,7 +8,7 @@ export function fail(msg) {
   process.exit(2);
 }
 
-export function readBatch(file) {
+export function readJsonLines(file, what) {
   let text;
   try {
     text = readFileSync(file, 'utf8');
@@ -24,6 +24,8 @@ export function readBatch(file) {
       fail(`${file}:${i + 1}: not JSON (${e.message})`);
     }
   });
-  if (records.length === 0) fail(`${file}: no trajectories`);
+  if (records.length === 0) fail(`${file}: no ${what}`);
   return records;
 }
+
+export const readBatch = (file) => readJsonLines(file, 'trajectories');
