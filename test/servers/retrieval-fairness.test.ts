@@ -68,7 +68,6 @@ describe('serve-retriever: bounded queries, no stall behind a slow one', () => {
 
   it('answers a one-word query promptly while a request of long (allowed) queries runs', async () => {
     const queries = Array.from({ length: 16 }, (_, k) => longQuery(k + 1, MAX_QUERY));
-    const t0 = Date.now();
     const slow = post(url, { queries, topk: 3 });
     await searching;
     const quick = await post(url, { queries: ['Krokzain'], topk: 1 });
@@ -78,6 +77,9 @@ describe('serve-retriever: bounded queries, no stall behind a slow one', () => {
     expect(JSON.stringify(quick.json['result'])).toContain('Krokzain');
     // Before: the one-word query could not even be read until the whole slow request was answered.
     expect(quick.end).toBeLessThan(long.end);
-    expect(quick.end - t0).toBeLessThan(long.ms / 2);
+    // Its own round trip (sent once the slow search had begun), not the time from the slow
+    // request's start: reading a 64 KiB body before the search begins is no stall, and on a loaded
+    // CI machine it made the old bound (quick.end - t0 < long.ms / 2) miss by 16 ms.
+    expect(quick.ms).toBeLessThan(long.ms / 2);
   });
 });
