@@ -5,7 +5,7 @@
 // format-valid trajectories over the last six steps.
 //   node results/arm-stats.mjs results/arms/{grpo,mempo}/metrics.jsonl
 import path from 'node:path';
-import { fail, readJsonLines } from './batch.mjs';
+import { fail, readJsonLines, row } from './batch.mjs';
 
 const files = process.argv.slice(2);
 if (files.length === 0) fail('usage: node results/arm-stats.mjs ARM/metrics.jsonl ...');
@@ -16,7 +16,6 @@ const median = (xs) => {
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 };
 const sec = (ms) => (ms === null ? '—' : `${(ms / 1000).toFixed(1)} s`);
-const row = (cells) => `| ${cells.join(' | ')} |`;
 
 const arms = files.map((file) => {
   const steps = readJsonLines(file, 'metrics').filter((m) => m.step > 0);
@@ -31,7 +30,7 @@ for (const { file, steps } of arms) {
   const wall = (k) => steps.map((m) => m.wallMs?.[k]);
   const last = steps[steps.length - 1];
   const tail = steps.slice(-6).map((m) => m.formatValidRate).filter((x) => typeof x === 'number');
-  const scoring = median(wall('scoring'));
+  const memoryReward = steps.some((m) => typeof m.memoryReward?.mean === 'number'); // GRPO arms have no 2N pass
   console.log(row([
     path.basename(path.dirname(file)),
     String(last.step),
@@ -40,7 +39,7 @@ for (const { file, steps } of arms) {
     sec(median(wall('rollout'))),
     sec(median(wall('learnerForward'))),
     sec(median(wall('learnerBackward'))),
-    scoring !== null && scoring >= 100 ? sec(scoring) : '—',
+    memoryReward ? sec(median(wall('scoring'))) : '—',
     `${Math.round(steps.reduce((a, m) => a + (m.tokens?.generated ?? 0), 0) / 1000)} k`,
     last.klRef === null || last.klRef === undefined ? '—' : last.klRef.toFixed(3),
     median(steps.map((m) => m.gradNorm))?.toFixed(3) ?? '—',

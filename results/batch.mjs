@@ -1,6 +1,7 @@
 // Reads a `mempo rollout` / `mempo eval` batch (one trajectory per JSON line), or any other JSON
 // Lines file (a run's metrics.jsonl), for the scripts in results/; a file that cannot be read or a
-// line that is not JSON ends the script with exit 2 and names the file and line.
+// line that is not JSON ends the script with exit 2 and names the file and line. Also the one
+// Markdown table row the scripts print.
 import { readFileSync } from 'node:fs';
 
 export function fail(msg) {
@@ -29,3 +30,6 @@ export function readJsonLines(file, what) {
 }
 
 export const readBatch = (file) => readJsonLines(file, 'trajectories');
+
+/** One Markdown table row. */
+export const row = (cells) => `| ${cells.join(' | ')} |`;

@@ -9,7 +9,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { fail, readBatch } from './batch.mjs';
+import { fail, readBatch, row } from './batch.mjs';
 
 const args = process.argv.slice(2);
 if (args.length === 0) fail('usage: node results/endings.mjs DIR/batch.jsonl | --table MODEL ...');
@@ -61,8 +61,7 @@ if (args[0] !== '--table') {
     const c = kinds.slice(0, 3).map((k) => e[k]).filter(Boolean);
     return c.reduce((a, o) => a + o.meanMemTokens * o.memRounds, 0) / Math.max(1, c.reduce((a, o) => a + o.memRounds, 0));
   };
-  const row = (cells) => `| ${cells.join(' | ')} |`;
-  console.log(row(['model', 'policy', ...kinds.slice(0, 3).map((k) => `${k}: answered before the last hop`),
+    console.log(row(['model', 'policy', ...kinds.slice(0, 3).map((k) => `${k}: answered before the last hop`),
     'bundles: ended by an answer', 'the round limit', 'a round too long', 'a round without action',
     'mem tokens, chains / bundles', '3-hop answered wrongly: gold in the last mem / only in the last search / in neither']));
   console.log(row(['---', '---', ...Array(9).fill('---:')]));

@@ -7,6 +7,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { row } from './batch.mjs';
 
 const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');
 const read = (file) => {
@@ -59,7 +60,6 @@ const fisher = (a, n1, b, n2) => {
 };
 const pct = (k, n) => (100 * k / n).toFixed(2);
 const pv = (p) => (p < 0.001 ? p.toExponential(1) : p.toFixed(3));
-const row = (cells) => `| ${cells.join(' | ')} |`;
 
 const f = {};
 for (const [m, files] of Object.entries(models)) {

@@ -6,6 +6,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { row } from './batch.mjs';
 
 const dir = path.join(path.dirname(fileURLToPath(import.meta.url)), 'eval');
 const models = process.argv.length > 2 ? process.argv.slice(2) : ['base', 'grpo', 'grpo-s2', 'mempo', 'mempo-s2', 'mempo-qr']; // missing ones are left out
@@ -15,7 +16,6 @@ const read = (name) => {
 };
 const pct = (x) => (x === undefined || x === null ? '—' : (100 * x).toFixed(1));
 const num = (x, d = 0) => (x === undefined || x === null ? '—' : x.toFixed(d));
-const row = (cells) => `| ${cells.join(' | ')} |`;
 const objectives = ['2', '4', '6', '8', '10'];
 
 const evals = [];
