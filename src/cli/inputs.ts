@@ -7,7 +7,7 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join, relative, sep } from 'node:path';
 import { MempoError } from '../errors';
-import { readModelConfig } from '../engines/local/model-dir';
+import { readModelConfig, readServerModelConfig } from '../engines/local/model-dir';
 import { chatRendererFor, renderPrompt } from '../protocol/chat';
 import { Bm25Retriever } from '../retrieval/bm25';
 import { HttpRetriever } from '../retrieval/http-retriever';
@@ -35,9 +35,14 @@ export function boundThreads(requested: number | null | undefined, warn: Warn, f
 /**
  * The model directory's config.json (and generation_config.json), read before anything loads:
  * an eos or pad id outside the vocabulary is an error naming the file (readModelConfig checks it).
- * A directory without config.json (tokenizer-only, for --server) is left to the engine.
+ * With --server the weights live on the server, so only what that path reads is checked
+ * (readServerModelConfig: no architecture fields); a directory without config.json is left to the engine.
  */
-export function checkModelConfig(dir: string): void {
+export function checkModelConfig(dir: string, server = false): void {
+  if (server) {
+    readServerModelConfig(dir);
+    return;
+  }
   const configPath = join(dir, 'config.json');
   if (!existsSync(configPath)) return;
   readModelConfig({ dir, configPath, modelPath: '' });

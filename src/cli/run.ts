@@ -91,7 +91,7 @@ export async function executeRun(s: RunSettings, io: RunIO): Promise<RunOutcome>
   const batchPath = out === null ? null : join(out, 'batch.jsonl');
   // Inputs first: a malformed file fails before the run directory is touched and the model loads.
   const questions = selectQuestions(s);
-  checkModelConfig(s.model);
+  checkModelConfig(s.model, (s.server ?? null) !== null);
   checkManifest(s.model, warn);
   const tl = performance.now();
   const retriever = openRetriever(s);

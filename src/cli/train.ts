@@ -83,7 +83,7 @@ export async function executeTrain(s: TrainSettings, io: RunIO): Promise<StepMet
   const order = trainOrder(s);
   // A fixed mixed slice (the split is ordered by kind): shuffled with seed 0 whatever the run's seed, so every run evaluates on the same questions.
   const dev = shuffled(readQuestions(s.evalQuestions), 0).slice(0, s.train.evalQuestions);
-  checkModelConfig(s.run.model);
+  checkModelConfig(s.run.model, (s.run.server ?? null) !== null);
   checkManifest(s.run.model, warn);
   if (s.force) for (const f of ['metrics.jsonl', 'checkpoints', 'weights', 'train-report.html']) rmSync(join(out, f), { recursive: true, force: true });
   else if (!s.run.resume && (existsSync(join(out, 'metrics.jsonl')) || existsSync(join(out, 'checkpoints')))) {

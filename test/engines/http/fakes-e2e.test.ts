@@ -7,6 +7,7 @@
  * and the real Qwen3 and Llama 3 tokenizers (tags of several tokens that merge with their
  * neighbours: the tags-are-text protocol, docs/algorithm.md §1).
  */
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Tokenizer } from '../../../src/engines/local/tokenizer';
 import { startVllmFake, type FakeServer } from '../../fakes/vllm-fake';
@@ -50,4 +51,21 @@ describe.each(TOKENIZERS)('mempo rollout --server against strict fakes ($name to
     await rolloutAgainst(server, 'sglang', dir, tok);
     expect(server.requests.some((b) => b['logprob_start_len'] !== undefined)).toBe(true);
   });
+});
+
+// Regression (issue 30, item 15): with --server, a config.json that names only the ids the server
+// path reads (no architecture fields: the weights live on the server) is valid, as readServerModelConfig says.
+test('mempo rollout --server accepts a tokenizer directory whose config.json has no architecture fields', async () => {
+  const from = join(ROOT, 'models', 'mempo-tiny');
+  const tok = await Tokenizer.load(from);
+  const dir = tokenizerOnlyDir(from);
+  const config = JSON.parse(readFileSync(join(from, 'config.json'), 'utf8')) as Record<string, unknown>;
+  writeFileSync(join(dir, 'config.json'), JSON.stringify({ eos_token_id: config['eos_token_id'], max_position_embeddings: 2048 }));
+  const server = await startVllmFake(fakeModel(tok), { servedModelNames: ['served'], maxModelLen: 2048 });
+  try {
+    const recs = await rolloutAgainst(server, 'vllm', dir, tok);
+    expect(recs.length).toBeGreaterThan(0);
+  } finally {
+    await server.close();
+  }
 });
