@@ -6,8 +6,8 @@ import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
 import { MempoError } from '../errors';
-import { EXPORT_FORMATS, readBatchFile, writeExports, type ExportFormat } from '../io/export';
-import { readServerModelConfig } from '../engines/local/model-dir';
+import { EXPORT_FORMATS, checkTokenIds, readBatchFile, writeExports, type ExportFormat } from '../io/export';
+import { readServerModelConfig, type ServerModelConfig } from '../engines/local/model-dir';
 import { Tokenizer } from '../engines/local/tokenizer';
 import { resolveProtocolIds, type IdCodec } from '../protocol/special-ids';
 import { EMBEDDED } from '../paths';
@@ -32,6 +32,10 @@ export function exportFormatList(v: string, previous: unknown): ExportFormat[] {
 export async function padTokenIdOf(modelDir: string, codec?: IdCodec): Promise<number> {
   const config = readServerModelConfig(modelDir);
   const tok = codec ?? (await Tokenizer.load(modelDir));
+  return padOf(modelDir, config, tok);
+}
+
+function padOf(modelDir: string, config: ServerModelConfig, tok: IdCodec): number {
   const pad = resolveProtocolIds(tok, { eosTokenIds: config.eosTokenIds, padTokenId: config.padTokenId }).padTokenId;
   if (pad === undefined) throw new MempoError('ERR_MODEL_CONFIG', `${modelDir}: neither its config, its tokenizer nor an eos id gives a pad token id; pass --pad-token-id N`);
   return pad;
@@ -61,9 +65,19 @@ export interface ExportSettings {
 /** `mempo export`: reads FROM/batch.jsonl and writes each format's file in TO. */
 export async function executeExport(s: ExportSettings, io: RunIO): Promise<string[]> {
   const from = resolve(s.from);
-  const batch = readBatchFile(join(from, 'batch.jsonl'));
-  if (batch.partialLastLine) io.stderr.write(`warning: the last line of ${join(from, 'batch.jsonl')} is cut (a killed run); it is left out of the export\n`);
-  const pad = s.padTokenId ?? (await padTokenIdOf(s.model ?? modelOfRun(from)));
+  const file = join(from, 'batch.jsonl');
+  const batch = readBatchFile(file);
+  if (batch.partialLastLine) io.stderr.write(`warning: the last line of ${file} is cut (a killed run); it is left out of the export\n`);
+  // The model (given, or the run's) bounds the ids; with only --pad-token-id, the schema's int32 bound does.
+  let pad: number;
+  if (s.padTokenId !== null && s.model === null) pad = s.padTokenId;
+  else {
+    const modelDir = s.model ?? modelOfRun(from);
+    const config = readServerModelConfig(modelDir);
+    const tok = await Tokenizer.load(modelDir);
+    checkTokenIds(file, batch, Math.max(tok.size, config.vocabSize ?? 0));
+    pad = s.padTokenId ?? padOf(modelDir, config, tok);
+  }
   const to = resolve(s.to);
   mkdirSync(to, { recursive: true });
   const files = writeExports(to, batch.records, s.formats, pad);

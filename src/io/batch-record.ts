@@ -7,6 +7,8 @@ import { z } from 'zod';
 import type { BatchRecord, DoneReason } from '../contracts';
 
 const int0 = z.number().int().min(0);
+// Token ids: the npz stores them as int32 (verl's int64 too, but a larger id is no token of any model).
+const tokenId = int0.max(0x7fffffff, { message: 'is not a token id (above 2^31 - 1)' });
 // Per-token floats: JSON writes a NaN (an advantage with --eps 0 over a uniform group) as null; read it back as NaN.
 const nums = z.array(z.number().nullable().transform((v) => v ?? Number.NaN));
 const DONE_REASONS = ['answer', 'max-turns', 'response-budget', 'round-length', 'eos', 'no-action', 'context', 'tool-error', 'backend-error'] as const satisfies readonly DoneReason[];
@@ -25,7 +27,7 @@ const roundSchema = z.object({
   violations: z.array(z.object({ code: z.string(), message: z.string() })),
   finishReason: z.string(),
   contextTokens: int0,
-  contextIds: z.array(int0).optional(),
+  contextIds: z.array(tokenId).optional(),
   observation: z.object({ start: int0, end: int0, truncated: z.boolean() }).nullable(),
 });
 
@@ -37,8 +39,8 @@ export const batchRecordSchema = z
     golds: z.array(z.string()),
     hops: z.number().int().nullable(),
     objectives: z.number().int().nullable(),
-    promptIds: z.array(int0),
-    responseIds: z.array(int0),
+    promptIds: z.array(tokenId),
+    responseIds: z.array(tokenId),
     responseMask: z.array(z.number().int().min(0).max(1)),
     oldLogp: nums.nullable(),
     rounds: z.array(roundSchema),

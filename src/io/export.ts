@@ -51,6 +51,8 @@ export function writeExports(dir: string, records: readonly BatchRecord[], forma
 
 export interface ReadBatch {
   records: BatchRecord[];
+  /** The 1-based line of each record in the file. */
+  lines: number[];
   /** A partial last line (a run killed mid-write) that was left out. */
   partialLastLine: boolean;
 }
@@ -65,6 +67,7 @@ export function readBatchFile(file: string): ReadBatch {
   const lines = readFileSync(file, 'utf8').split('\n');
   const tail = lines.pop() ?? '';
   const records: BatchRecord[] = [];
+  const at: number[] = [];
   lines.forEach((line, i) => {
     if (line.trim().length === 0) return;
     let value: unknown;
@@ -76,7 +79,18 @@ export function readBatchFile(file: string): ReadBatch {
     const r = batchRecordSchema.safeParse(value);
     if (!r.success) throw new MempoError('ERR_INVALID_INPUT', `${file}:${i + 1}: ${zodMessage(r.error)}; not a mempo batch line`);
     records.push(r.data);
+    at.push(i + 1);
   });
   if (records.length === 0) throw new MempoError('ERR_INVALID_INPUT', `${file} has no complete batch line to export`);
-  return { records, partialLastLine: tail.trim().length > 0 };
+  return { records, lines: at, partialLastLine: tail.trim().length > 0 };
+}
+
+/** Refuses a batch whose token ids are not the model's (`vocabSize` ids), naming the line and field. */
+export function checkTokenIds(file: string, batch: ReadBatch, vocabSize: number): void {
+  batch.records.forEach((r, k) => {
+    for (const field of ['promptIds', 'responseIds'] as const) {
+      const i = r[field].findIndex((id) => id >= vocabSize);
+      if (i >= 0) throw new MempoError('ERR_INVALID_INPUT', `${file}:${batch.lines[k]}: ${field}[${i}] = ${r[field][i]} is not a token id of the model (vocabulary ${vocabSize}); not a batch of this model`);
+    }
+  });
 }

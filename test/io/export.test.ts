@@ -111,6 +111,29 @@ describe('mempo export', () => {
     expect(bad.code).toBe(2);
     expect(bad.err).toMatch(new RegExp(`^error: ${join(empty, 'batch.jsonl')}:2: field "uid": .*; not a mempo batch line\\n$`));
   });
+
+  // f77a45f wrote 0 for this id in the verl (int64) and npz (int32) files and kept it in the TRL JSON.
+  test('a token id that is no token of the model is refused naming the line and field; no file is written', async () => {
+    const lines = readFileSync(join(run, 'batch.jsonl'), 'utf8').trim().split('\n');
+    const at = (id: number, out: string) => {
+      const rec = JSON.parse(lines[2]!) as BatchRecord;
+      rec.responseIds[3] = id;
+      const d = join(dir, out);
+      mkdirSync(d);
+      writeFileSync(join(d, 'batch.jsonl'), [lines[0], lines[1], JSON.stringify(rec), lines[3]].join('\n') + '\n');
+      return d;
+    };
+    const huge = at(2 ** 40, 'huge-id');
+    const r = await runCli(['export', '--from', huge, '--format', 'verl,trl,tensors', '--pad-token-id', '0']);
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(new RegExp(`^error: ${join(huge, 'batch.jsonl')}:3: field "responseIds\\[3\\]": is not a token id \\(above 2\\^31 - 1\\); not a mempo batch line\\n$`));
+    // An int32 id past the embedded model's vocabulary (config.json vocab_size): the run's model refuses it.
+    const vocab = (JSON.parse(readFileSync(resolve(__dirname, '..', '..', 'models', 'mempo-tiny', 'config.json'), 'utf8')) as { vocab_size: number }).vocab_size;
+    const past = at(vocab, 'past-vocab');
+    const v = await runCli(['export', '--from', past, '--format', 'verl', '--model', resolve(__dirname, '..', '..', 'models', 'mempo-tiny')]);
+    expect(v).toMatchObject({ code: 2, err: `error: ${join(past, 'batch.jsonl')}:3: responseIds[3] = ${vocab} is not a token id of the model (vocabulary ${vocab}); not a batch of this model\n` });
+    for (const d of [huge, past]) for (const f of Object.values(EXPORT_FILES)) expect(existsSync(join(d, f))).toBe(false);
+  });
 });
 
 describe('layouts', () => {

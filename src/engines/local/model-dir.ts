@@ -129,6 +129,8 @@ export interface ServerModelConfig {
   padTokenId: number | undefined;
   /** config.json's context length, or undefined (the server's max_model_len then decides). */
   maxPositions: number | undefined;
+  /** config.json's `vocab_size` (the model's ids; the tokenizer may name fewer), or undefined. */
+  vocabSize: number | undefined;
   /** The config files that were read. */
   files: string[];
 }
@@ -139,6 +141,7 @@ export function readServerModelConfig(dir: string): ServerModelConfig {
   const eos: number[] = [];
   let pad: number | undefined;
   let maxPositions: number | undefined;
+  let vocabSize: number | undefined;
   const files: string[] = [];
   for (const name of ['config.json', 'generation_config.json']) {
     const path = join(root, name);
@@ -151,9 +154,11 @@ export function readServerModelConfig(dir: string): ServerModelConfig {
     if (name === 'config.json') {
       const m = ['max_position_embeddings', 'n_positions', 'max_sequence_length', 'seq_length'].map((k) => raw[k]).find((v) => typeof v === 'number' && Number.isInteger(v) && v > 0);
       maxPositions = m as number | undefined;
+      const v = raw['vocab_size'];
+      if (typeof v === 'number' && Number.isInteger(v) && v > 0) vocabSize = v;
     }
   }
-  return { eosTokenIds: eos, padTokenId: pad, maxPositions, files };
+  return { eosTokenIds: eos, padTokenId: pad, maxPositions, vocabSize, files };
 }
 
 /** What the runtime found in the session's inputs and outputs. */
