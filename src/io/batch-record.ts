@@ -4,7 +4,7 @@
  * error naming the line instead of a crash later in the summary or the report.
  */
 import { z } from 'zod';
-import type { BatchRecord, DoneReason } from '../contracts';
+import type { DoneReason } from '../contracts';
 
 const int0 = z.number().int().min(0);
 // Token ids: the npz stores them as int32 (verl's int64 too, but a larger id is no token of any model).
@@ -64,8 +64,3 @@ export const batchRecordSchema = z
       }
     }
   });
-
-/** Fails to compile when the schema's output and the contract's `BatchRecord` drift apart. */
-type Same<A, B> = (<T>() => T extends A ? 1 : 2) extends (<T>() => T extends B ? 1 : 2) ? true : false;
-type Assert<T extends true> = T;
-export type BatchRecordSchemaMatchesContract = Assert<Same<z.output<typeof batchRecordSchema>, BatchRecord>>;

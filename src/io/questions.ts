@@ -15,10 +15,6 @@ export const questionSchema = z.object({
   kind: z.string().optional(),
 });
 
-/** Fails to compile when the schema's output and the contract's `Question` drift apart. */
-type Same<A, B> = (<T>() => T extends A ? 1 : 2) extends (<T>() => T extends B ? 1 : 2) ? true : false;
-type Assert<T extends true> = T;
-export type QuestionSchemaMatchesContract = Assert<Same<z.output<typeof questionSchema>, Question>>;
 export type QuestionInput = z.input<typeof questionSchema>;
 
 /** Validates in-memory questions (the `where` names them in errors). */
