@@ -4,7 +4,8 @@
  * Order: MEMPO_NATIVE_BINDING (an explicit path, for bundlers and relocated installs), then
  * node-gyp-build (prebuilds/ first, then build/Release, build/Debug). Every failure is kept so
  * that asking for the native backend when it is missing says exactly why, with commands to fix
- * it. If loading fails and nobody insisted on `native`, the pure-JS twin runs.
+ * it. If loading fails and nobody insisted on `native` (MEMPO_BACKEND=native, or an explicit
+ * MEMPO_NATIVE_BINDING that does not load: an error, never a fallback), the pure-JS twin runs.
  *
  * CUDA: an addon built with scripts/build-cuda.sh (CMakeLists.txt, MEMPO_CUDA=ON; load it with
  * MEMPO_NATIVE_BINDING=build-cuda/Release/mempo.node) runs its kernels on the GPU when a device
@@ -12,6 +13,7 @@
  * always the C++ CPU kernels, 'js' the pure-JS twin. MEMPO_DEVICE=cuda demands the GPU (an
  * error, with the CUDA error text, when there is none).
  */
+import { existsSync, readFileSync } from 'fs';
 import * as path from 'path';
 import { typeError } from '../validate';
 import type { NativeAddon, NativeDeviceBuffer, NativeInfo } from './addon';
@@ -24,6 +26,8 @@ const packageRoot = path.resolve(__dirname, '..', '..');
 interface LoadResult {
   addon: NativeAddon | null;
   errors: string[];
+  /** MEMPO_NATIVE_BINDING was set and did not load. */
+  explicit?: boolean;
 }
 
 let loaded: LoadResult | null = null;
@@ -32,11 +36,13 @@ function tryLoad(): LoadResult {
   const errors: string[] = [];
   const explicit = process.env.MEMPO_NATIVE_BINDING;
   if (explicit) {
+    // An explicit path is a demand: when it does not load, nothing else is tried (no silent prebuild).
     try {
       // eslint-disable-next-line @typescript-eslint/no-require-imports -- a native addon loads only through require
       return { addon: require(path.resolve(explicit)) as NativeAddon, errors };
     } catch (err) {
       errors.push(`MEMPO_NATIVE_BINDING=${explicit}: ${(err as Error).message}`);
+      return { addon: null, errors, explicit: true };
     }
   }
   try {
@@ -46,6 +52,9 @@ function tryLoad(): LoadResult {
   } catch (err) {
     errors.push(`node-gyp-build(${packageRoot}): ${(err as Error).message.split('\n')[0]}`);
   }
+  // What `npm install` chose when neither a prebuild nor a source build worked (scripts/install.js).
+  const status = path.join(packageRoot, 'build', 'install-status.txt');
+  if (existsSync(status)) errors.push(`npm install: ${readFileSync(status, 'utf8').trim()}`);
   return { addon: null, errors };
 }
 
@@ -106,7 +115,8 @@ function initialBackend(): Backend {
   }
   const device = requestedDevice();
   if (requested === 'js') return 'js';
-  const addon = ensureLoaded().addon;
+  const { addon, explicit } = ensureLoaded();
+  if (explicit === true) throw loadFailure();
   if (addon) {
     if (device === 'cpu') return 'native';
     const why = cudaUnavailable(addon);

@@ -73,6 +73,25 @@ describe('addon load failure', () => {
     });
   });
 
+  // f77a45f fell back to the prebuild: backend() said 'native' and nativeLoadErrors() was [].
+  it('an explicit MEMPO_NATIVE_BINDING that does not load is an error naming it, never the prebuild', () => {
+    jest.isolateModules(() => {
+      let prebuildTried = false;
+      jest.doMock('node-gyp-build', () => () => {
+        prebuildTried = true;
+        return {};
+      });
+      process.env.MEMPO_BACKEND = '';
+      process.env.MEMPO_NATIVE_BINDING = '/nonexistent/mempo.node';
+      const m = require('../../src') as typeof import('../../src');
+      expect(() => m.backend()).toThrow(/Could not load the mempo native addon[\s\S]*MEMPO_NATIVE_BINDING=\/nonexistent\/mempo.node: Cannot find module/);
+      expect(m.nativeLoadErrors()).toEqual([expect.stringMatching(/^MEMPO_NATIVE_BINDING=\/nonexistent\/mempo.node: Cannot find module/)]);
+      expect(prebuildTried).toBe(false);
+      m.setBackend('js'); // the JS twin stays an explicit choice
+      expect(m.backend()).toBe('js');
+    });
+  });
+
   it('without the addon, uploadToDevice names the load failure', () => {
     jest.isolateModules(() => {
       jest.doMock('node-gyp-build', () => () => {
