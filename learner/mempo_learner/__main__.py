@@ -1,5 +1,6 @@
 """python -m mempo_learner --model DIR [--host 127.0.0.1] [--port 0] [--token T] [--seed S]
 [--device auto|cpu|cuda] [--dtype auto|fp32|bf16] [--threads N] [--parent-pid PID] [--log-requests]
+[--max-connections N] [--header-timeout S] [--body-timeout S] [--idle-timeout S]
 
 Prints {"event": "listening", "url": ...} on stdout once it serves; logs to stderr."""
 import argparse
@@ -8,6 +9,8 @@ import json
 import os
 import signal
 import sys
+
+from .limits import Limits
 
 # deterministic cuBLAS needs this before CUDA starts (torch.use_deterministic_algorithms)
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
@@ -67,12 +70,28 @@ def parse(argv):
     ap.add_argument("--parent-pid", type=int, default=None,
                     help="exit when this process is gone (mempo passes its own pid: a killed trainer leaves no learner behind)")
     ap.add_argument("--log-requests", action="store_true", help="one stderr line per request")
+    d = Limits()
+    ap.add_argument("--max-connections", type=int, default=d.max_connections,
+                    help="connections open at once; at the limit the one idle longest is closed for a new one")
+    ap.add_argument("--header-timeout", type=float, default=d.header_timeout,
+                    help="seconds for a request's line and headers (408 after)")
+    ap.add_argument("--body-timeout", type=float, default=d.body_timeout,
+                    help="longest pause, in seconds, inside a request's body (408 after)")
+    ap.add_argument("--idle-timeout", type=float, default=d.idle_timeout,
+                    help="seconds a kept-alive connection may wait without a request, or leave its answer unread")
     a = ap.parse_args(argv)
     a.token = a.token or os.environ.get("MEMPO_LEARNER_TOKEN") or None
     if not is_loopback(a.host) and a.token is None:
         ap.error(f"--host {a.host} is not a loopback address: give --token (or MEMPO_LEARNER_TOKEN)")
     if a.threads < 1:
         ap.error("--threads must be at least 1")
+    if a.max_connections < 1:
+        ap.error("--max-connections must be at least 1")
+    for k in ("header_timeout", "body_timeout", "idle_timeout"):
+        v = getattr(a, k)
+        if not (0 < v < 1e6):  # also NaN
+            ap.error(f"--{k.replace('_', '-')} must be a positive number of seconds, received {v}")
+    a.limits = Limits(a.max_connections, a.header_timeout, a.body_timeout, a.idle_timeout)
     return a, ap
 
 
@@ -95,7 +114,7 @@ def main(argv=None) -> int:
     torch.use_deterministic_algorithms(True, warn_only=True)
     try:
         learner = Learner(a.model, device=device, dtype=dtype, seed=a.seed)
-        server = LearnerServer((a.host, a.port), learner, a.token, log_requests=a.log_requests)
+        server = LearnerServer((a.host, a.port), learner, a.token, log_requests=a.log_requests, limits=a.limits)
     except (OSError, ValueError) as e:
         log(f"error: {e}")
         return 1

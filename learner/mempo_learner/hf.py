@@ -10,6 +10,8 @@ import shutil
 import torch
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".msgpack", ".h5", ".index.json")
+# where configs keep the context length (the first present wins; src/engines/local/model-dir.ts reads the same)
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
 
 
 def is_hf(model_dir: str) -> bool:
@@ -29,6 +31,7 @@ class HfModel:
         self.model_dir = model_dir
         self.lm = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32)
         self.vocab_size = int(self.lm.config.vocab_size)
+        self.max_context = context_length(self.lm.config)
 
     @staticmethod
     def logits_at(lm, ids, mask, rows):
@@ -43,3 +46,12 @@ class HfModel:
             dst = os.path.join(out_dir, name)
             if os.path.isfile(src) and not name.endswith(WEIGHT_SUFFIXES) and not os.path.exists(dst):
                 shutil.copyfile(src, dst)
+
+
+def context_length(config):
+    """The config's context length, or None for an architecture without one (no bound is checked)."""
+    for k in CONTEXT_KEYS:
+        v = getattr(config, k, None)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return v
+    return None

@@ -124,6 +124,11 @@ class Learner:
         if wrong.size:
             i = int(wrong[0])
             raise bad(f"forward: sample {i}: target_start {int(starts[i])} is not in [1, {int(lengths[i])})")
+        limit = self.model.max_context  # None: a model without one
+        over = np.nonzero(lengths > limit)[0] if limit is not None else []
+        if len(over):  # before any allocation: attention memory grows with the square of the length
+            i = int(over[0])
+            raise bad(f"forward: sample {i}: {int(lengths[i])} tokens, over the model's context of {limit}")
         out = np.nonzero((ids < 0) | (ids >= self.model.vocab_size))[0]
         if out.size:
             raise bad(f"forward: ids[{int(out[0])}] = {int(ids[out[0]])} is not a token id (vocabulary {self.model.vocab_size})")

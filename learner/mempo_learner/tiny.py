@@ -36,6 +36,9 @@ def config_of(model_dir: str) -> Config:
     missing = [k for k in keys if k not in d]
     if missing:
         raise ValueError(f"{model_dir}/config.json: missing {', '.join(missing)}")
+    m = d["max_position_embeddings"]
+    if not isinstance(m, int) or isinstance(m, bool) or m < 2:
+        raise ValueError(f"{model_dir}/config.json: max_position_embeddings {m!r} is not a context length")
     return Config(**{k: d[k] for k in keys}, prev_token_heads=int(d["mempo_prev_token_heads"]))
 
 
@@ -62,6 +65,9 @@ class TinyModel:
         self._mapping = self._match()
         self.load_from(self.onnx)
         self.vocab_size = self.lm.c.vocab_size
+        # the longest sample the model was built for: RoPE would go on, but the rollout engines
+        # refuse longer sequences and attention memory grows with its square
+        self.max_context = self.lm.c.max_position_embeddings
 
     def _match(self) -> Dict[str, Tuple[str, bool]]:
         """initializer name -> (parameter name, transposed); fails naming what does not fit."""

@@ -35,6 +35,8 @@ export interface LearnerInfo {
   dtype: string;
   step: number;
   torch?: string;
+  /** The longest sample `forward` accepts (the model's context), when the learner reports one. */
+  maxContext?: number;
 }
 
 export interface Learner {

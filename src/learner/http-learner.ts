@@ -27,10 +27,14 @@ interface Reply {
 export class HttpLearner implements Learner {
   readonly name: string;
   private readonly base: URL;
-  private readonly agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  // A connection per request: the learner closes a connection idle for its --idle-timeout, and a
+  // request written onto one it is closing would fail (training waits minutes between calls).
+  private readonly agent = new http.Agent({ keepAlive: false, maxSockets: 1 });
   private failure: MempoError | null = null;
   private readonly inFlight = new Set<http.ClientRequest>();
   private lastForward: { id: number; lengths: number[] } | null = null;
+  /** The learner's context once `info()` has reported it: longer samples are refused before sending. */
+  private maxContext: number | undefined;
 
   constructor(url: string, private readonly options: HttpLearnerOptions = {}) {
     let u: URL;
@@ -94,11 +98,13 @@ export class HttpLearner implements Learner {
   }
 
   async info(): Promise<LearnerInfo> {
-    return checkInfo(await this.json('GET', '/info'), this.name);
+    const info = checkInfo(await this.json('GET', '/info'), this.name);
+    this.maxContext = info.maxContext;
+    return info;
   }
 
   async forward(samples: readonly LearnerSample[], options: LearnerForwardOptions = {}): Promise<Float32Array[]> {
-    const flat = flattenSamples(samples);
+    const flat = flattenSamples(samples, this.maxContext);
     const grad = options.grad === true;
     const body = encodeFrame({ policy: options.policy ?? 'current', grad }, [
       ['ids', int32([flat.ids.length], flat.ids)],

@@ -10,13 +10,19 @@ export interface FlatSamples {
   targets: number;
 }
 
-/** Concatenates samples for /forward; a sample with no target or no context is an error naming it. */
-export function flattenSamples(samples: readonly LearnerSample[]): FlatSamples {
+/**
+ * Concatenates samples for /forward; a sample with no target or no context, or longer than
+ * `maxContext` (the learner's, when known), is an error naming it.
+ */
+export function flattenSamples(samples: readonly LearnerSample[], maxContext?: number): FlatSamples {
   let total = 0;
   let targets = 0;
   samples.forEach((s, i) => {
     if (!Number.isInteger(s.targetStart) || s.targetStart < 1 || s.targetStart >= s.ids.length) {
       throw new MempoError('ERR_INVALID_ARGUMENT', `Expected 1 ≤ targetStart < ids.length for sample ${i} but received targetStart ${s.targetStart} with ${s.ids.length} ids`);
+    }
+    if (maxContext !== undefined && s.ids.length > maxContext) {
+      throw new MempoError('ERR_INVALID_ARGUMENT', `Expected at most ${maxContext} ids (the learner's context) for sample ${i} but received ${s.ids.length}`);
     }
     total += s.ids.length;
     targets += s.ids.length - s.targetStart;
@@ -52,5 +58,10 @@ export function checkInfo(j: Record<string, unknown>, name: string): LearnerInfo
     step: checkNumber(j['step'], `${what}: step`),
   };
   if (typeof j['torch'] === 'string') info.torch = j['torch'];
+  const context = j['max_context'];
+  if (context !== undefined && context !== null) {
+    if (!Number.isInteger(context) || (context as number) < 2) throw new MempoError('ERR_LEARNER', `${what}: max_context ${JSON.stringify(context)} is not a context length`);
+    info.maxContext = context as number;
+  }
   return info;
 }
