@@ -15,7 +15,9 @@ export type PipelineErrorCode =
   /** Every trajectory of a batch failed on the inference servers (generation or scoring). */
   | 'ERR_BACKEND'
   | 'ERR_TOKENIZER_PROTOCOL'
-  | 'ERR_RESUME';
+  | 'ERR_RESUME'
+  /** Another run holds the run directory (its `.lock`, src/io/run-lock.ts). */
+  | 'ERR_RUN_LOCKED';
 
 /** Codes of the local model runtime (src/engines/local). */
 export type RuntimeErrorCode =

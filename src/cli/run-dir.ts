@@ -3,11 +3,13 @@
  * overwrite without --resume / --force, clears what an earlier or killed run left, checks that a
  * resumed run is this run (same options in run.json, every batch.jsonl line one of its
  * questions), keeps the complete groups, and records this run's settings (run.json).
+ * `holdRunDir` (rollout, eval and train) keeps a second run out of the directory meanwhile.
  */
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { MempoError } from '../errors';
-import { clearRunDir, loadForResume, writeFileAtomic } from '../io/run-dir';
+import { clearRunDir, diffText, loadForResume, settingsDiff, writeFileAtomic } from '../io/run-dir';
+import { describeHolder, lockRunDir } from '../io/run-lock';
 import { EXPORT_FILES } from '../io/export';
 import type { BatchRecord, Question } from '../contracts';
 import type { RunIO, RunSettings } from './run';
@@ -40,6 +42,36 @@ function log(io: RunIO, quiet: boolean, msg: string): void {
   if (!quiet) io.stderr.write(`${msg}\n`);
 }
 
+/** A run directory this process holds; `release()` is idempotent. */
+export interface HeldRunDir {
+  release(): void;
+}
+
+/**
+ * Takes `out`'s lock (src/io/run-lock.ts) for `command` ("mempo train"), or throws
+ * ERR_RUN_LOCKED naming the run that holds it; a stale lock of a killed run is taken over (said
+ * on stderr). Held until `release()` or process exit. On SIGINT / SIGTERM the lock goes first;
+ * a run's own handler (its message, exit 130) runs next, and without one the process exits as
+ * the signal would have ended it.
+ */
+export function holdRunDir(out: string, command: string, io: RunIO, quiet: boolean): HeldRunDir {
+  const lock = lockRunDir(out, command);
+  if (lock.tookOver !== null) log(io, quiet, `${command}: took over ${lock.file} from ${describeHolder(lock.tookOver)}, which is no longer running`);
+  const onSignal = (sig: NodeJS.Signals) => {
+    lock.release();
+    if (process.listenerCount(sig) === 1) process.exit(sig === 'SIGINT' ? 130 : 143);
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  return {
+    release() {
+      process.removeListener('SIGINT', onSignal);
+      process.removeListener('SIGTERM', onSignal);
+      lock.release();
+    },
+  };
+}
+
 export function prepareRunDir(s: RunSettings, out: string, io: RunIO, questions: readonly Question[]): { previous: BatchRecord[]; skip: Set<string> } {
   const batchPath = join(out, 'batch.jsonl');
   const runPath = join(out, 'run.json');
@@ -54,8 +86,9 @@ export function prepareRunDir(s: RunSettings, out: string, io: RunIO, questions:
     throw new MempoError('ERR_RESUME', `--resume: ${batchPath} has no ${runPath} beside it, so nothing says which run wrote it; pass --force to start over`);
   }
   if (s.resume && existsSync(runPath)) {
-    if (JSON.stringify(readRunJson(runPath)) !== JSON.stringify(JSON.parse(JSON.stringify(fp)))) {
-      throw new MempoError('ERR_RESUME', `--resume: the options differ from the run in ${out} (see ${runPath}); pass the same options, or --force to start over`);
+    const diffs = settingsDiff(readRunJson(runPath), JSON.parse(JSON.stringify(fp)));
+    if (diffs.length > 0) {
+      throw new MempoError('ERR_RESUME', `--resume: the options differ from the run in ${out} (see ${runPath}): ${diffText(diffs)}; pass the same options, or --force to start over`);
     }
   }
   const removed = clearRunDir(out, s.resume);

@@ -23,7 +23,7 @@ import { HttpRetriever } from '../retrieval/http-retriever';
 import type { Retriever } from '../contracts';
 import { EMBEDDED } from '../paths';
 import { progressBars } from './progress';
-import { prepareRunDir } from './run-dir';
+import { holdRunDir, prepareRunDir } from './run-dir';
 import { boundThreads, checkManifest, checkModelConfig, describeRetriever, dropOverlong, openCorpus } from './inputs';
 import { writeExports, type ExportFormat } from '../io/export';
 import { padTokenIdOf } from './export';
@@ -88,11 +88,21 @@ export async function executeRun(s: RunSettings, io: RunIO): Promise<RunOutcome>
   if (s.out !== null && s.out.trim().length === 0) throw new MempoError('ERR_INVALID_OPTION', '--out: the output directory is an empty path');
   const warn = (m: string) => void io.stderr.write(`warning: ${m}\n`);
   const out = s.out === null ? null : resolve(s.out);
-  const batchPath = out === null ? null : join(out, 'batch.jsonl');
   // Inputs first: a malformed file fails before the run directory is touched and the model loads.
   const questions = selectQuestions(s);
   checkModelConfig(s.model, (s.server ?? null) !== null);
   checkManifest(s.model, warn);
+  // One writer per directory: held from before it is touched until the last output is written.
+  const held = out === null ? null : holdRunDir(out, `mempo ${s.kind}`, io, s.quiet);
+  try {
+    return await runIn(s, io, out, questions, t0, warn);
+  } finally {
+    held?.release();
+  }
+}
+
+async function runIn(s: RunSettings, io: RunIO, out: string | null, questions: Question[], t0: number, warn: (m: string) => void): Promise<RunOutcome> {
+  const batchPath = out === null ? null : join(out, 'batch.jsonl');
   const tl = performance.now();
   const retriever = openRetriever(s);
   const kept = out === null ? { previous: [], skip: new Set<string>() } : prepareRunDir(s, out, io, questions);

@@ -36,6 +36,44 @@ export function clearRunDir(dir: string, resume: boolean): string[] {
   return removed;
 }
 
+/** One setting that differs between a recorded run and this one; `recorded` / `now` undefined: absent on that side. */
+export interface SettingDiff {
+  /** Dotted path of the setting (`limit`, `pipeline.rollout.groupSize`). */
+  path: string;
+  recorded: unknown;
+  now: unknown;
+  /** "path: recorded → now", the values as JSON ("(none)" when absent). */
+  text: string;
+}
+
+function leaves(value: unknown, path: string, into: Map<string, unknown>): Map<string, unknown> {
+  if (value !== null && typeof value === 'object' && !Array.isArray(value)) {
+    for (const [k, v] of Object.entries(value)) leaves(v, path === '' ? k : `${path}.${k}`, into);
+  } else if (value !== undefined) {
+    into.set(path, value);
+  }
+  return into;
+}
+
+/** "a: 1 → 2; b: …", at most `max` of them (then how many more). */
+export function diffText(diffs: readonly SettingDiff[], max = 12): string {
+  const shown = diffs.slice(0, max).map((d) => d.text).join('; ');
+  return diffs.length > max ? `${shown}; … (${diffs.length - max} more)` : shown;
+}
+
+/** The settings (leaves of two JSON objects) that differ between a run's record and this run, in this run's order. */
+export function settingsDiff(recorded: unknown, now: unknown): SettingDiff[] {
+  const a = leaves(recorded, '', new Map());
+  const b = leaves(now, '', new Map());
+  const show = (v: unknown) => (v === undefined ? '(none)' : JSON.stringify(v));
+  const diffs: SettingDiff[] = [];
+  for (const path of new Set([...b.keys(), ...a.keys()])) {
+    const [x, y] = [a.get(path), b.get(path)];
+    if (JSON.stringify(x) !== JSON.stringify(y)) diffs.push({ path, recorded: x, now: y, text: `${path}: ${show(x)} → ${show(y)}` });
+  }
+  return diffs;
+}
+
 export interface ExistingRun {
   /** Records of complete groups, in file order. */
   records: BatchRecord[];

@@ -9,7 +9,7 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawn } from 'node:child_process';
-import { clearRunDir, loadForResume, sortBatchFile } from '../../src/io/run-dir';
+import { clearRunDir, loadForResume, settingsDiff, sortBatchFile } from '../../src/io/run-dir';
 import type { BatchRecord, Question } from '../../src/contracts';
 
 const QUESTIONS: Question[] = [
@@ -127,4 +127,23 @@ test('a NaN advantage (written as null: --eps 0 over a uniform group) does not b
   const ex = loadForResume(file, 2);
   expect(ex.completeUids.has('a')).toBe(true);
   expect(ex.records[0]!.advantages[0]).toBeNaN();
+});
+
+describe('settingsDiff', () => {
+  test('names each differing leaf by its dotted path with both values, a missing one as (none)', () => {
+    const recorded = { questions: '/d/train.jsonl', limit: null, pipeline: { rollout: { groupSize: 2, seed: 0 } }, server: { api: 'vllm' } };
+    const now = { questions: '/d/dev.jsonl', limit: 3, pipeline: { rollout: { groupSize: 2, seed: 1 } }, evalFile: '/d/dev.jsonl' };
+    expect(settingsDiff(recorded, now).map((d) => d.text)).toEqual([
+      'questions: "/d/train.jsonl" → "/d/dev.jsonl"',
+      'limit: null → 3',
+      'pipeline.rollout.seed: 0 → 1',
+      'evalFile: (none) → "/d/dev.jsonl"',
+      'server.api: "vllm" → (none)',
+    ]);
+  });
+
+  test('equal settings in another key order differ in nothing; arrays compare as values', () => {
+    expect(settingsDiff({ a: 1, b: { c: [1, 2] } }, { b: { c: [1, 2] }, a: 1 })).toEqual([]);
+    expect(settingsDiff({ b: [1, 2] }, { b: [2, 1] }).map((d) => d.text)).toEqual(['b: [1,2] → [2,1]']);
+  });
 });
