@@ -3,7 +3,6 @@
  * model, or inference servers), the learner (spawned torch learner, or --learner URL), the
  * training loop, metrics.jsonl, checkpoints and train-report.html.
  */
-import { existsSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Learner, Question } from '../contracts';
 import { MempoError } from '../errors';
@@ -12,12 +11,14 @@ import { writeFileAtomic } from '../io/write';
 import { HttpLearner } from '../learner/http-learner';
 import { spawnLearner } from '../learner/spawn';
 import { runTraining } from '../train/loop';
+import { completeCheckpointDirs, removeSaveTemps, removeTrainingRun, resumePoint, runContents, trainSettings, TRAIN_REPORT, type ResumePoint } from '../train/checkpoint';
 import type { StepMetrics } from '../train/metrics';
 import type { TrainOptions } from '../train/options';
 import type { TrainPhase } from '../train/step';
 import { trainReportHtml } from '../io/train-report';
 import { checkManifest, checkModelConfig, describeRetriever, dropOverlong } from './inputs';
 import { openEngine, openRetriever, shuffled, type RunIO, type RunSettings } from './run';
+import { fingerprint, holdRunDir } from './run-dir';
 
 export interface TrainSettings {
   /** Model, questions, retriever, server and pipeline options, as `mempo rollout` reads them. */
@@ -75,6 +76,33 @@ function trainOrder(s: TrainSettings): Question[] {
   return shuffled(qs, s.train.seed);
 }
 
+/** What names the run's data beyond the options (trainer.json, checked on --resume): the questions file and slice, model, corpus or retriever, eval file. */
+function runIdentity(s: TrainSettings): Record<string, unknown> {
+  const { kind: _kind, options: _options, ...id } = fingerprint(s.run);
+  return { kind: 'train', ...id, evalFile: resolve(s.evalQuestions) };
+}
+
+/**
+ * The run directory before the learner starts (the caller holds its lock): removes what a killed
+ * save left; with --resume, the checkpoint to continue from (resumePoint: refuses when there is
+ * none unless --force, or none verifies, or the settings differ); else refuses an earlier run
+ * unless --force, which removes it, saying what.
+ */
+function prepareTrainDir(s: TrainSettings, out: string, settings: Record<string, unknown>, io: RunIO): ResumePoint | null {
+  const log = (m: string) => { if (!s.run.quiet) io.stderr.write(`${m}\n`); };
+  const temps = removeSaveTemps(out);
+  if (temps.length > 0) log(`mempo train: removed ${temps.join(', ')} from ${out} (left by a save that was killed)`);
+  if (s.run.resume && (!s.force || completeCheckpointDirs(out).length > 0)) {
+    return resumePoint(out, settings, (m) => void io.stderr.write(`warning: ${m}\n`));
+  }
+  const held = runContents(out);
+  if (held.length === 0) return null;
+  if (!s.force) throw new MempoError('ERR_RESUME', `${out} holds a training run (metrics.jsonl or checkpoints/); pass --resume to continue it or --force to start over (it holds ${held.join(', ')})`);
+  removeTrainingRun(out);
+  log(`mempo train: --force: removed ${held.join(', ')} of the earlier run in ${out}`);
+  return null;
+}
+
 export async function executeTrain(s: TrainSettings, io: RunIO): Promise<StepMetrics[]> {
   if (s.out.trim().length === 0) throw new MempoError('ERR_INVALID_OPTION', '--out: the output directory is an empty path');
   if (s.run.options.rollout.context !== 'full') throw new MempoError('ERR_INVALID_OPTION', "--context: mempo train samples with the 'full' context policy (docs/algorithm.md §9); the memory policy is what --eval-every evaluates");
@@ -85,10 +113,22 @@ export async function executeTrain(s: TrainSettings, io: RunIO): Promise<StepMet
   const dev = shuffled(readQuestions(s.evalQuestions), 0).slice(0, s.train.evalQuestions);
   checkModelConfig(s.run.model, (s.run.server ?? null) !== null);
   checkManifest(s.run.model, warn);
-  if (s.force) for (const f of ['metrics.jsonl', 'checkpoints', 'weights', 'train-report.html']) rmSync(join(out, f), { recursive: true, force: true });
-  else if (!s.run.resume && (existsSync(join(out, 'metrics.jsonl')) || existsSync(join(out, 'checkpoints')))) {
-    throw new MempoError('ERR_RESUME', `${out} holds a training run (metrics.jsonl or checkpoints/); pass --resume to continue it or --force to start over`);
+  const settings = trainSettings(s.run.options, s.train, order, dev, runIdentity(s));
+  // One writer per directory, from before it is touched until the learner has stopped.
+  const held = holdRunDir(out, 'mempo train', io, s.run.quiet);
+  try {
+    const from = prepareTrainDir(s, out, settings, io);
+    return await train(s, io, out, { order, dev, settings, from });
+  } finally {
+    held.release();
   }
+}
+
+async function train(
+  s: TrainSettings, io: RunIO, out: string,
+  run: { order: Question[]; dev: Question[]; settings: Record<string, unknown>; from: ResumePoint | null },
+): Promise<StepMetrics[]> {
+  const warn = (m: string) => void io.stderr.write(`warning: ${m}\n`);
   const retriever = openRetriever(s.run);
   const engine = await openEngine(s.run, io, warn);
   const learner = await openLearner(s, io).catch(async (e: unknown) => {
@@ -97,11 +137,12 @@ export async function executeTrain(s: TrainSettings, io: RunIO): Promise<StepMet
   });
   const progress = trainProgress(io, s.run.quiet, s.train.steps);
   // Ctrl-C: the checkpoints on disk are whole (a step in progress is redone); the learner exits with us (--parent-pid).
-  const onSigint = () => {
+  const onSigint = (sig: NodeJS.Signals) => {
     io.stderr.write(`\ninterrupted: ${out} keeps its complete checkpoints; rerun with --resume to continue from the newest\n`);
-    process.exit(130);
+    process.exit(sig === 'SIGTERM' ? 143 : 130);
   };
   process.once('SIGINT', onSigint);
+  process.once('SIGTERM', onSigint);
   try {
     const info = await learner.info();
     const memory = s.run.options.memory.enabled;
@@ -113,19 +154,22 @@ export async function executeTrain(s: TrainSettings, io: RunIO): Promise<StepMet
       else await engine.local!.reload(dir);
     };
     const writeReport = (all: readonly StepMetrics[]) => {
-      if (s.report) writeFileAtomic(join(out, 'train-report.html'), trainReportHtml(all, { title: `mempo train — ${out}`, memoryReward: memory }));
+      if (s.report) writeFileAtomic(join(out, TRAIN_REPORT), trainReportHtml(all, { title: `mempo train — ${out}`, memoryReward: memory }));
     };
     return await runTraining(
       {
         generator: engine.engine, scorer: memory ? engine.engine : null, retriever, learner, sync,
         pipeline: s.run.options, train: s.train,
-        dev: dropOverlong(dev, engine.engine, s.run.options, s.evalQuestions, warn),
+        dev: dropOverlong(run.dev, engine.engine, s.run.options, s.evalQuestions, warn),
         onPhase: progress.onPhase,
       },
       {
         out,
-        order: dropOverlong(order, engine.engine, s.run.options, s.run.questions, warn),
-        resume: s.run.resume,
+        order: dropOverlong(run.order, engine.engine, s.run.options, s.run.questions, warn),
+        resume: run.from !== null,
+        ...(run.from === null ? {} : { from: run.from }),
+        settings: run.settings,
+        notice: warn,
         onStepDone: (m, all) => {
           progress.onStepDone(m);
           writeReport(all);
@@ -134,6 +178,7 @@ export async function executeTrain(s: TrainSettings, io: RunIO): Promise<StepMet
     );
   } finally {
     process.removeListener('SIGINT', onSigint);
+    process.removeListener('SIGTERM', onSigint);
     await learner.close();
     await engine.local?.dispose();
   }

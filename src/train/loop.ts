@@ -1,15 +1,16 @@
 /**
  * `mempo train` as a library (docs/algorithm.md §9): steps until `train.steps`, a metrics line and
  * (every `checkpointEvery` steps) a checkpoint per step; `resume` continues from the newest
- * complete checkpoint, and with the same seed reproduces the uninterrupted run's metrics (each
+ * complete checkpoint that verifies (`resumePoint`: its files, and the run's settings and data,
+ * src/train/checkpoint.ts), and with the same seed reproduces the uninterrupted run's metrics (each
  * step samples with mixSeed(seed, step); the learner restores its weights, optimiser and RNG).
  */
-import { existsSync, rmSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Question } from '../contracts';
 import { MempoError } from '../errors';
 import { JsonlWriter, writeFileAtomic } from '../io/write';
-import { checkpointDir, checkpoints, ensureRunDir, finishCheckpoint, metricsPath, pruneCheckpoints, readMetrics } from './checkpoint';
+import { checkpointDir, ensureRunDir, finishCheckpoint, metricsPath, pruneCheckpoints, readMetrics, resumePoint, runContents, trainSettings, type ResumePoint } from './checkpoint';
 import { evalMetrics, type StepMetrics } from './metrics';
 import { evaluate, runStep, stepQuestions, type TrainContext } from './step';
 
@@ -18,6 +19,15 @@ export interface TrainRun {
   /** The training questions in the run's (seeded) order. */
   order: readonly Question[];
   resume: boolean;
+  /**
+   * What identifies the run, recorded in every checkpoint's trainer.json; `resume` refuses other
+   * settings. Default: trainSettings(ctx.pipeline, ctx.train, order, ctx.dev).
+   */
+  settings?: Record<string, unknown>;
+  /** The checkpoint to continue from, when the caller chose it already (`resumePoint`); else `resume` chooses it. */
+  from?: ResumePoint;
+  /** Messages for the user: a checkpoint that did not verify and was skipped, settings an older checkpoint did not record. */
+  notice?(message: string): void;
   onStepDone?(m: StepMetrics, all: readonly StepMetrics[]): void;
 }
 
@@ -31,31 +41,45 @@ function appendLine(file: string, value: unknown): void {
   }
 }
 
-/** The settings a resumed run must share (everything but the number of steps). */
-function settingsKey(ctx: TrainContext): string {
-  const { steps: _steps, ...train } = ctx.train;
-  return JSON.stringify({ pipeline: ctx.pipeline, train });
+/** `err` with `what` in front of its message (the file or directory it was about), its code kept. */
+function naming(what: string, err: unknown): Error {
+  const e = err as Error & { code?: unknown };
+  return new MempoError(e instanceof MempoError ? e.code : 'ERR_RESUME', `${what}: ${e.message}`);
 }
 
-/** Where a run starts: step 1, or after the newest complete checkpoint (whose weights the learner and engines then load). */
-async function startingPoint(ctx: TrainContext, run: TrainRun): Promise<{ start: number; metrics: StepMetrics[] }> {
+/** Where a run starts: step 1, or after the checkpoint `resumePoint` chose (whose weights the learner and engines then load). */
+async function startingPoint(ctx: TrainContext, run: TrainRun, settings: Record<string, unknown>): Promise<{ start: number; metrics: StepMetrics[] }> {
   const file = metricsPath(run.out);
-  const cps = checkpoints(run.out);
   if (!run.resume) {
-    if (existsSync(file) || cps.length > 0) throw new MempoError('ERR_RESUME', `${run.out} holds a training run (metrics.jsonl or checkpoints/); pass --resume to continue it or --force to start over`);
+    const held = runContents(run.out);
+    if (held.length > 0) throw new MempoError('ERR_RESUME', `${run.out} holds a training run (metrics.jsonl or checkpoints/); pass --resume to continue it or --force to start over (it holds ${held.join(', ')})`);
     return { start: 1, metrics: [] };
   }
-  const last = cps.at(-1);
-  if (last === undefined) {
-    rmSync(file, { force: true });
-    return { start: 1, metrics: [] };
+  // Refuses (no complete checkpoint, none that verifies, other settings) before anything is loaded or cut.
+  const from = run.from ?? resumePoint(run.out, settings, run.notice ?? (() => undefined));
+  try {
+    await ctx.learner.loadCheckpoint(from.dir);
+    await ctx.sync(from.dir);
+  } catch (err) {
+    throw naming(`resuming from ${from.dir}`, err);
   }
-  if (last.state.settings !== settingsKey(ctx)) throw new MempoError('ERR_RESUME', `${join(last.dir, 'trainer.json')}: the run was started with other settings than this one (only --steps may change on --resume)`);
-  await ctx.learner.loadCheckpoint(last.dir);
-  await ctx.sync(last.dir);
-  const metrics = readMetrics(run.out, last.step);
+  const metrics = readMetrics(run.out, from.step);
   writeFileAtomic(file, metrics.map((m) => `${JSON.stringify(m)}\n`).join(''));
-  return { start: last.step + 1, metrics };
+  return { start: from.step + 1, metrics };
+}
+
+/**
+ * A learner's save that failed on a full disk says so first, whatever words the learner used
+ * (the reference learner answers `no_space`, docs/learner.md), with what to do next.
+ */
+async function save(out: string, dir: string, write: (dir: string) => Promise<unknown>): Promise<void> {
+  try {
+    await write(dir);
+  } catch (err) {
+    const msg = (err as Error).message;
+    if (!/\bno_space\b|\bENOSPC\b|no space left on device/i.test(msg)) throw err;
+    throw new MempoError(err instanceof MempoError ? err.code : 'ERR_LEARNER', `No space left on device: the learner could not write ${dir} (${msg}); free some space and rerun with --resume: ${out} keeps its complete checkpoints`);
+  }
 }
 
 /** A step-0 line: the starting policy's evaluation, so that curves start before the first update. */
@@ -71,8 +95,8 @@ function baseline(ev: StepMetrics['eval'], lr: number): StepMetrics {
 export async function runTraining(ctx: TrainContext, run: TrainRun): Promise<StepMetrics[]> {
   ensureRunDir(run.out);
   const file = metricsPath(run.out);
-  const { start, metrics } = await startingPoint(ctx, run);
-  const settings = settingsKey(ctx);
+  const settings = run.settings ?? trainSettings(ctx.pipeline, ctx.train, run.order, ctx.dev);
+  const { start, metrics } = await startingPoint(ctx, run, settings);
   const o = ctx.train;
   if (start === 1 && o.evalEvery > 0 && ctx.dev.length > 0) {
     ctx.onPhase?.(0, 'eval');
@@ -84,12 +108,12 @@ export async function runTraining(ctx: TrainContext, run: TrainRun): Promise<Ste
   const saveWeights = async (step: number): Promise<string> => {
     if (step % o.checkpointEvery !== 0 && step !== o.steps) {
       const dir = join(run.out, 'weights');
-      await ctx.learner.saveWeights(dir);
+      await save(run.out, dir, (d) => ctx.learner.saveWeights(d));
       return dir;
     }
     ctx.onPhase?.(step, 'checkpoint');
     const dir = checkpointDir(run.out, step);
-    await ctx.learner.saveCheckpoint(dir);
+    await save(run.out, dir, (d) => ctx.learner.saveCheckpoint(d));
     return dir;
   };
   for (let step = start; step <= o.steps; step++) {
