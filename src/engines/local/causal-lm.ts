@@ -8,7 +8,7 @@ import { invalidArgument } from './errors';
 import { locateModelFiles, readModelConfig, type ModelConfig, type ModelFiles, type ModelIO } from './model-dir';
 import type { ExecutionProvider, OrtSession, SessionOptions } from './ort';
 import { runForward } from './forward-run';
-import { checkReloadable, openSession, SessionSlot, tokenizerHashes } from './reload';
+import { checkReloadable, openSession, probeLogits, SessionSlot, tokenizerHashes } from './reload';
 import { KVCache } from './kv-cache';
 import { Tokenizer } from './tokenizer';
 import { generate } from './generate';
@@ -119,7 +119,8 @@ export class CausalLM implements ForwardModel {
    * learner's `saveWeights`, docs/learner.md): a new ORT session of its ONNX file serves every
    * call that starts after this resolves; calls in flight finish on the old session, which is
    * released after the last of them. On any error (missing file, another architecture or
-   * tokenizer, a graph ORT refuses) the old weights stay in use.
+   * tokenizer, a graph ORT refuses, weights whose probe pass gives a NaN or infinite logit) the
+   * old weights stay in use.
    */
   reload(dir: string): Promise<ReloadResult> {
     const run = this.reloads.then(() => this.swap(dir));
@@ -138,6 +139,7 @@ export class CausalLM implements ForwardModel {
     const { session, io } = await openSession(files.modelPath, this.config, this.options);
     try {
       checkReloadable(files.dir, loaded, { config, io });
+      await probeLogits(session, files.modelPath, this.config, io);
     } catch (err) {
       await session.release();
       throw err;

@@ -53,6 +53,7 @@ export function locateModelFiles(dir: string, modelFile?: string): ModelFiles {
       );
     }
     modelPath = found;
+    requireFile(modelPath, 'ONNX model');
   }
   return { dir: root, configPath, modelPath };
 }

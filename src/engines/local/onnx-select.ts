@@ -13,14 +13,29 @@
  * script bonus; they get the same gather). Anything else is left alone and reported as a
  * reason: the model then keeps the full-logits path.
  */
-import { fields, firstString, lastInt, Msg, strings, WireError, type Field } from './onnx-wire';
+import { FieldBudgetError, fields as parseFields, firstString, lastInt, Msg, strings, WireError, type Field, type FieldBudget } from './onnx-wire';
+
+/**
+ * Most protobuf fields one rewrite reads (models/mempo-tiny: about 4,000; a decoder with 100
+ * times its nodes stays far below). Past it the model keeps full logits, and ONNX Runtime's own
+ * parser judges the file: a pathological file then costs at most ~0.1 s here, not seconds.
+ */
+export const MAX_REWRITE_FIELDS = 1 << 20;
+
+/** The budget of the rewrite in progress (the rewrite is synchronous: one at a time). */
+let budget: FieldBudget | undefined;
+const fields = (buf: Uint8Array): Field[] => parseFields(buf, budget);
 
 /** The input the rewrite adds. */
 export const LOGITS_INDEX = 'logits_index';
 const PREFIX = 'mempo_select/';
 
-/** `external`: the external data files (locations relative to the model's directory) the graph reads. */
-export type SelectRewrite = { bytes: Uint8Array; external: string[]; reason?: undefined } | { bytes?: undefined; reason: string };
+/**
+ * `external`: the external data files (locations relative to the model's directory) the graph
+ * reads. `malformed`: the bytes are not a protobuf message at all (what and at which byte of the
+ * file), so ONNX Runtime would refuse them too.
+ */
+export type SelectRewrite = { bytes: Uint8Array; external: string[]; reason?: undefined; malformed?: undefined } | { bytes?: undefined; reason: string; malformed?: string };
 
 interface NodeInfo {
   field: Field;
@@ -199,11 +214,15 @@ function opsetOf(model: Field[]): number {
 
 /** The rewritten model bytes, or the reason the graph keeps its full logits. */
 export function rewriteSelectLogits(model: Uint8Array): SelectRewrite {
+  budget = { left: MAX_REWRITE_FIELDS };
   try {
     return rewrite(model);
   } catch (err) {
-    if (err instanceof WireError) return { reason: `the file is not a readable ONNX model (${err.message})` };
+    if (err instanceof FieldBudgetError) return { reason: `the model has more than ${MAX_REWRITE_FIELDS} protobuf fields, more than the rewrite reads` };
+    if (err instanceof WireError) return { reason: `the file is not a readable ONNX model (${err.byteIn(model)})`, malformed: err.byteIn(model) };
     throw err;
+  } finally {
+    budget = undefined;
   }
 }
 

@@ -11,8 +11,11 @@
  */
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, statSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { MempoError } from '../../errors';
+import { readRegularFile, requireFile } from './files';
+import { runForward } from './forward-run';
+import { KVCache } from './kv-cache';
 import { checkModelIO, type ModelConfig, type ModelIO } from './model-dir';
 import { LOGITS_INDEX, rewriteSelectLogits } from './onnx-select';
 import { getOrt, type ExecutionProvider, type OrtSession, type SessionOptions } from './ort';
@@ -51,7 +54,9 @@ export function tokenizerHashes(dir: string): Map<string, string> {
   const out = new Map<string, string>();
   for (const name of TOKENIZER_FILES) {
     const p = join(dir, name);
-    if (existsSync(p)) out.set(name, createHash('sha256').update(readFileSync(p)).digest('hex'));
+    if (!existsSync(p)) continue;
+    requireFile(p, 'tokenizer file'); // a FIFO would block the read below
+    out.set(name, createHash('sha256').update(readFileSync(p)).digest('hex'));
   }
   return out;
 }
@@ -112,31 +117,87 @@ export interface SessionSettings {
 /** External data read into memory for a rewritten graph, at most this much (the load's peak holds it twice). */
 const MAX_EXTERNAL_BYTES = 2 ** 31;
 
-/** The external data files of a graph built from memory (ORT needs their bytes), or why not. */
-function externalData(modelPath: string, locations: readonly string[]): { path: string; data: Uint8Array }[] | string {
+/** Protobuf's limit on one message: an ONNX file past it cannot be parsed (weights that large live in external data). */
+export const MAX_ONNX_BYTES = 2 ** 31 - 1;
+
+/**
+ * The external data files of a graph built from memory (ORT needs their bytes), or why not. A
+ * location must stay inside the model's directory (as ONNX and ORT require: the graph must not
+ * make mempo read /etc/passwd into a tensor) and be a regular file.
+ */
+async function externalData(modelPath: string, locations: readonly string[]): Promise<{ path: string; data: Uint8Array }[] | string> {
   const dir = dirname(modelPath);
   let total = 0;
   for (const loc of locations) {
     const p = resolve(dir, loc);
+    const rel = relative(dir, p);
+    if (isAbsolute(loc) || rel === '' || rel.startsWith('..') || isAbsolute(rel)) {
+      throw new MempoError('ERR_MODEL_IO', `${modelPath} names the external data file ${JSON.stringify(loc)}, which is not inside its directory ${dir}`);
+    }
     if (!existsSync(p)) return `its external data file ${p} is missing`;
+    requireFile(p, 'external data file');
     total += statSync(p).size;
   }
   if (total > MAX_EXTERNAL_BYTES) {
     return `its ${(total / 2 ** 30).toFixed(1)} GiB of external data would have to be read into memory for the rewritten session (at most ${MAX_EXTERNAL_BYTES / 2 ** 30} GiB)`;
   }
-  return locations.map((loc) => ({ path: loc, data: readFileSync(resolve(dir, loc)) }));
+  const out: { path: string; data: Uint8Array }[] = [];
+  for (const loc of locations) out.push({ path: loc, data: await readRegularFile(resolve(dir, loc), 'external data file', MAX_EXTERNAL_BYTES) });
+  return out;
 }
 
-/** The graph rewritten by onnx-select.ts (with its external data), or why the file is used as it is. */
-function selectedGraph(modelPath: string, o: SessionSettings): { bytes?: Uint8Array; external?: { path: string; data: Uint8Array }[]; reason?: string } {
+/**
+ * The graph rewritten by onnx-select.ts (with its external data), or why the file is used as it
+ * is. The file is read off the event loop (readRegularFile: a regular file of at most 2 GiB, so
+ * a FIFO or /dev/zero never blocks or fills the process); bytes that are not a protobuf message
+ * at all are an error naming the byte, not handed to ORT.
+ */
+async function selectedGraph(modelPath: string, o: SessionSettings): Promise<{ bytes?: Uint8Array; external?: { path: string; data: Uint8Array }[]; reason?: string }> {
   if (o.selectLogits === false) return { reason: 'turned off by the load option selectLogits: false' };
+  const file = await readRegularFile(modelPath, 'ONNX model', MAX_ONNX_BYTES);
+  const r = rewriteSelectLogits(file);
+  if (r.malformed !== undefined) throw new MempoError('ERR_MODEL_IO', `${modelPath} is not an ONNX model: ${r.malformed} (protobuf)`);
+  if (r.bytes === undefined) return r;
   try {
-    const r = rewriteSelectLogits(readFileSync(modelPath));
-    if (r.bytes === undefined) return r;
-    const external = externalData(modelPath, r.external);
+    const external = await externalData(modelPath, r.external);
     return typeof external === 'string' ? { reason: external } : { bytes: r.bytes, external };
   } catch (err) {
-    return { reason: `could not read ${modelPath} or its external data (${(err as Error).message})` };
+    if (err instanceof MempoError) throw err;
+    return { reason: `could not read the external data of ${modelPath} (${(err as Error).message})` };
+  }
+}
+
+/** Token ids of the probe pass: this many positions, ids spread over the vocabulary. */
+const PROBE_TOKENS = 8;
+
+/**
+ * A forward pass over a few tokens on a session about to replace the loaded one: weights whose
+ * logits are NaN or infinite (a diverged step, a corrupt file) are refused here, naming the
+ * first such logit, instead of failing every request after the swap. A probe, not a proof: it
+ * reads PROBE_TOKENS positions, with ids spread over the vocabulary.
+ */
+export async function probeLogits(session: OrtSession, modelPath: string, config: ModelConfig, io: ModelIO): Promise<void> {
+  const n = Math.min(PROBE_TOKENS, config.maxPositions);
+  const ids = Array.from({ length: n }, (_, i) => Math.floor((i * config.vocabSize) / n));
+  const { logits } = await runForward(session, modelPath, config, io, {
+    inputIds: BigInt64Array.from(ids, BigInt),
+    batch: 1,
+    seqLen: n,
+    attentionMask: new BigInt64Array(n).fill(1n),
+    positionIds: BigInt64Array.from({ length: n }, (_, i) => BigInt(i)),
+    past: KVCache.empty(config.numLayers, 1, config.numKvHeads, config.headDim),
+    fetchPresent: false,
+  });
+  const V = config.vocabSize;
+  for (let i = 0; i < logits.length; i++) {
+    const v = logits[i]!;
+    if (Number.isFinite(v)) continue;
+    const pos = Math.floor(i / V);
+    throw new MempoError(
+      'ERR_MODEL_IO',
+      `${modelPath} gives a logit of ${v} (vocabulary id ${i % V}) at position ${pos} of a probe pass over token ids [${ids.join(', ')}]: ` +
+        'its weights are not finite (a diverged training step, or a corrupt file)',
+    );
   }
 }
 
@@ -148,7 +209,7 @@ function selectedGraph(modelPath: string, o: SessionSettings): { bytes?: Uint8Ar
  */
 export async function openSession(modelPath: string, config: ModelConfig, o: SessionSettings): Promise<{ session: OrtSession; io: ModelIO }> {
   const options = { ...o.sessionOptions, executionProviders: o.executionProviders ?? o.sessionOptions?.executionProviders ?? ['cpu'] };
-  const selected = selectedGraph(modelPath, o);
+  const selected = await selectedGraph(modelPath, o);
   let reason = selected.reason;
   let session: OrtSession | undefined;
   if (selected.bytes !== undefined) {

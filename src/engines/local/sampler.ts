@@ -75,6 +75,7 @@ export function sampleRow(row: Float32Array, params: SamplingParams, rng: Rng, s
   return { token, logprob };
 }
 
+/** The largest logit and its id; a NaN anywhere in the row (`v > max` skips it, so the softmax would be NaN) or a non-finite maximum is an error. */
 function rowMax(row: Float32Array): { max: number; argmax: number } {
   let max = -Infinity;
   let argmax = 0;
@@ -83,6 +84,8 @@ function rowMax(row: Float32Array): { max: number; argmax: number } {
     if (v > max) {
       max = v;
       argmax = i;
+    } else if (v !== v) {
+      throw new Error(`the model returned NaN as the logit of token ${i} (non-finite logits)`);
     }
   }
   if (!Number.isFinite(max)) {

@@ -72,9 +72,23 @@ describe('sampleRow', () => {
   });
 
   it('rejects rows without a finite maximum', () => {
-    expect(() => sampleRow(Float32Array.from([NaN, NaN]), base, createRng(1), new SamplerScratch(2))).toThrow(
+    expect(() => sampleRow(Float32Array.from([-Infinity, -Infinity]), base, createRng(1), new SamplerScratch(2))).toThrow(
       'the model returned -Infinity as the largest logit (non-finite logits)',
     );
+    expect(() => sampleRow(Float32Array.from([0, Infinity]), base, createRng(1), new SamplerScratch(2))).toThrow(
+      'the model returned Infinity as the largest logit (non-finite logits)',
+    );
+  });
+
+  it('says NaN for NaN logits, also when the rest of the row is finite (greedy too)', () => {
+    expect(() => sampleRow(Float32Array.from([NaN, NaN]), base, createRng(1), new SamplerScratch(2))).toThrow(
+      'the model returned NaN as the logit of token 0 (non-finite logits)',
+    );
+    for (const temperature of [0, 1]) {
+      expect(() => sampleRow(Float32Array.from([1, 3, NaN, 2]), { ...base, temperature }, createRng(1), new SamplerScratch(4))).toThrow(
+        'the model returned NaN as the logit of token 2 (non-finite logits)',
+      );
+    }
   });
 });
 

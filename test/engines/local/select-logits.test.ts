@@ -291,7 +291,10 @@ describe('selected logits on a real-vocabulary directory (V = 151,936)', () => {
 
 describe('rewriteSelectLogits', () => {
   it('reports a reason for bytes that are not a model, never throws', () => {
-    expect(rewriteSelectLogits(Uint8Array.of(0x0a, 0xff))).toEqual({ reason: expect.stringMatching(/not a readable ONNX model/) });
+    expect(rewriteSelectLogits(Uint8Array.of(0x0a, 0xff))).toEqual({
+      reason: 'the file is not a readable ONNX model (field 1 length: truncated varint at byte 1)',
+      malformed: 'field 1 length: truncated varint at byte 1',
+    });
     expect(rewriteSelectLogits(new Uint8Array(0)).reason).toMatch(/no graph/);
   });
 
