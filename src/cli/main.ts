@@ -11,11 +11,11 @@ import { addPipelineOptions, addServerOptions, int, intOrNone, NONE, orNull, pip
 import { EMBEDDED } from '../paths';
 import { DEFAULTS } from '../options';
 import { executeRun, type RunIO, type RunSettings } from './run';
-import { boundThreads, checkManifest, checkModelConfig, openCorpus } from './inputs';
+import { openCorpus } from './inputs';
 import { createRetrievalServer, listen, RETRIEVAL_SERVER_DEFAULTS } from '../servers/retrieval-server';
-import { LocalModel } from '../engines/local/local-model';
-import { COMPLETIONS_SERVER_DEFAULTS, createCompletionsServer, listen as listenCompletions } from '../servers/completions-server';
-import { basename } from 'node:path';
+import { COMPLETIONS_SERVER_DEFAULTS } from '../servers/completions-server';
+import { SERVER_TOKEN_ENV } from '../servers/auth';
+import { startServe } from './serve';
 import { exportCommand, exportFormatList } from './export';
 import { trainCommand } from './train-command';
 import type { ExportFormat } from '../io/export';
@@ -130,24 +130,15 @@ export function buildProgram(io: RunIO, onDone: (code: number) => void): Command
   const serve = new Command('serve')
     .description("Serve a local model over HTTP until Ctrl-C: vLLM's completions API subset (POST /v1/completions with token-id prompts, n, seed, logprobs, prompt_logprobs; GET /v1/models) and SGLang's native POST /generate (input_ids, sampling_params, return_logprob, logprob_start_len), for mempo rollout --server.")
     .option('--model <dir>', 'model directory (ONNX + tokenizer; with --server only the tokenizer, config files optional)', EMBEDDED.model())
-    .option('--host <host>', 'address to bind (loopback by default)', '127.0.0.1')
+    .option('--host <host>', 'address to bind (loopback by default; any other needs --token)', '127.0.0.1')
     .option('--port <n>', 'port (0: any free port)', int(0), 8001)
     .option('--max-concurrency <n>', 'requests run at once (the rest wait in a queue; 429 when it is full)', int(1), COMPLETIONS_SERVER_DEFAULTS.maxConcurrency)
     .option('--max-body <bytes>', 'largest request body accepted', int(1), COMPLETIONS_SERVER_DEFAULTS.maxBodyBytes)
     .option('--threads <n>', 'ONNX Runtime intra-op threads (default: all cores; more than the machine has are lowered to that, with a warning)', int(1))
+    .option('--token <token>', `bearer token every request but GET /health must carry (also ${SERVER_TOKEN_ENV}); required when --host is not a loopback address`)
     .exitOverride()
     .action(async (opts: Record<string, unknown>) => {
-      const dir = opts['model'] as string;
-      const warn = (m: string) => void io.stderr.write(`warning: ${m}\n`);
-      checkModelConfig(dir);
-      checkManifest(dir, warn);
-      const given = opts['threads'] as number | undefined;
-      const threads = given === undefined ? undefined : boundThreads(given, warn);
-      const model = await LocalModel.load(dir, threads === undefined ? {} : { load: { sessionOptions: { intraOpNumThreads: threads, interOpNumThreads: 1 } } });
-      const name = basename(dir.replace(/[\\/]+$/, ''));
-      const server = createCompletionsServer(model, { modelName: name, maxConcurrency: opts['maxConcurrency'] as number, maxBodyBytes: opts['maxBody'] as number });
-      const url = await listenCompletions(server, opts['port'] as number, opts['host'] as string);
-      io.stderr.write(`mempo serve: model "${name}" from ${dir}, listening on ${url} (POST /v1/completions, POST /generate)\n`);
+      const { server, model } = await startServe(opts, io);
       await closeOnSignal(server);
       await model.dispose();
       onDone(0);

@@ -38,11 +38,17 @@
  * A request whose client disconnects before its answer leaves the queue, or, if it runs, stops
  * sampling at the next decode step (a scoring pass in progress finishes first): abandoned work
  * (client timeouts, retries elsewhere) does not delay the requests behind it.
+ *
+ * With `token`, every request but GET /health needs `Authorization: Bearer <token>`: without it
+ * the answer is 401 from the headers alone (the body is never read, the connection closed), the
+ * same whatever the path or body. `listen` refuses an address off loopback without a token
+ * (src/servers/auth.ts).
  */
 import * as http from 'node:http';
 import type { LocalModel } from '../engines/local/local-model';
 import { CompletionsHandlers } from './completions-handlers';
 import { parseCompletionRequest, parseGenerateRequest, type Limits } from './completions-requests';
+import { bearerMatches, checkToken, requireTokenOffLoopback } from './auth';
 import { listenOn, readBody, RequestError, sendJson } from './http';
 import { Limiter } from './limiter';
 import { updateWeightsFromDisk, WeightGate } from './weight-update';
@@ -71,7 +77,12 @@ export interface CompletionsServerOptions {
   /** Most sequences per request (prompts × n, default 64) and most new tokens (default: the model's maximum). */
   maxN?: number;
   maxTokens?: number;
+  /** Bearer token every request but GET /health must carry (default: none; required to listen off loopback). */
+  token?: string;
 }
+
+/** The servers created with a token: `listen` lets only these bind off loopback. */
+const withToken = new WeakSet<http.Server>();
 
 const API_PATHS = new Set(['/v1/completions', '/generate', '/update_weights_from_disk']);
 
@@ -88,6 +99,7 @@ export function createCompletionsServer(model: LocalModel, options: CompletionsS
   const limits: Limits = { vocabSize: config.vocabSize, maxN: options.maxN ?? D.maxN, maxTokens: options.maxTokens ?? config.maxPositions, maxPositions: config.maxPositions };
   const limiter = new Limiter(Math.max(1, options.maxConcurrency ?? D.maxConcurrency), Math.max(0, options.maxQueue ?? D.maxQueue));
   const gate = new WeightGate();
+  const token = checkToken(options.token, 'createCompletionsServer option token');
   /** A parsed request, run after any weight update in progress, in its turn of the queue; `ctl` aborts when its client goes away. */
   const handle = (path: string, text: string, ctl: AbortController): Promise<{ status: number; payload: unknown }> => {
     if (path === '/update_weights_from_disk') return updateWeightsFromDisk(model, gate, text);
@@ -99,8 +111,9 @@ export function createCompletionsServer(model: LocalModel, options: CompletionsS
     const r = parseCompletionRequest(text, limits);
     return gate.run(ctl, () => limiter.run((s) => handlers.complete(r, s), ctl.signal)).then(ok);
   };
-  return http.createServer((req, res) => {
+  const server = http.createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0] ?? '/';
+    if (token !== undefined && !(path === '/health' && req.method === 'GET') && !bearerMatches(req, token)) return sendError(res, 401, 'a valid Authorization: Bearer <token> is required (mempo serve --token)');
     if (!API_PATHS.has(path)) return serveInfo(req, res, path, handlers.modelName, config.maxPositions);
     if (req.method !== 'POST') return sendError(res, 405, `method ${req.method} not allowed; use POST ${path}`);
     // 'close' before the answer was written: the client went away (disconnect, timeout).
@@ -119,6 +132,8 @@ export function createCompletionsServer(model: LocalModel, options: CompletionsS
         else sendError(res, 500, `model failed: ${(e as Error).message}`);
       });
   });
+  if (token !== undefined) withToken.add(server);
+  return server;
 }
 
 /** The GET endpoints (/v1/models, /get_model_info, /health), or 404 naming the endpoints there are. */
@@ -130,7 +145,11 @@ function serveInfo(req: http.IncomingMessage, res: http.ServerResponse, path: st
   sendError(res, 404, `no such endpoint ${path}; use POST /v1/completions, POST /generate, POST /update_weights_from_disk or GET /v1/models`);
 }
 
-/** Listens on host:port (port 0 picks a free one); resolves to the base URL (http://host:port). */
-export function listen(server: http.Server, port: number, host = '127.0.0.1'): Promise<string> {
+/**
+ * Listens on host:port (port 0 picks a free one); resolves to the base URL (http://host:port).
+ * An address off loopback (0.0.0.0 included) needs a server created with a token: ERR_INVALID_OPTION otherwise.
+ */
+export async function listen(server: http.Server, port: number, host = '127.0.0.1'): Promise<string> {
+  await requireTokenOffLoopback(host, withToken.has(server));
   return listenOn(server, port, host);
 }

@@ -1,5 +1,5 @@
 /**
- * Pieces shared by mempo's loopback HTTP servers (`mempo serve`, `mempo serve-retriever`):
+ * Pieces shared by mempo's HTTP servers (`mempo serve`, `mempo serve-retriever`):
  * a status-carrying request error, a size-limited body reader, JSON-object parsing with the
  * servers' wording, and listening that resolves to the bound base URL.
  */
@@ -39,11 +39,15 @@ export function parseJsonObject(text: string): Record<string, unknown> {
   return body as Record<string, unknown>;
 }
 
-/** Answers with a JSON body; a 413 also closes the connection (its request body was not read in full). */
+/**
+ * Answers with a JSON body; a 413 or 401 also closes the connection (its request body was not
+ * read in full, or at all), and a 401 names the scheme (`WWW-Authenticate: Bearer`).
+ */
 export function sendJson(res: http.ServerResponse, status: number, payload: unknown): void {
   const text = JSON.stringify(payload);
   const headers: http.OutgoingHttpHeaders = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) };
-  if (status === 413) headers['connection'] = 'close';
+  if (status === 413 || status === 401) headers['connection'] = 'close';
+  if (status === 401) headers['www-authenticate'] = 'Bearer';
   res.writeHead(status, headers);
   res.end(text);
 }

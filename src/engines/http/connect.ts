@@ -15,7 +15,7 @@ import { Tokenizer } from '../local/tokenizer';
 import type { TextCodec } from '../../contracts';
 import { MempoError } from '../../errors';
 import { HttpCompletionsBackend } from './client';
-import { COMPLETIONS_APIS, HTTP_ENGINE_DEFAULTS, type CompletionsApi, type HttpCompletionsOptions } from './options';
+import { apiKeyOf, COMPLETIONS_APIS, HTTP_ENGINE_DEFAULTS, withBearer, type CompletionsApi, type HttpCompletionsOptions } from './options';
 import { serverBaseUrl } from './url';
 import { isHttpUrl } from '../../validate';
 
@@ -85,7 +85,7 @@ export async function connectCompletionsServers(config: ServerBackendConfig): Pr
   const modelConfig = dir === null ? null : readServerModelConfig(dir);
   const codec = config.codec ?? (await Tokenizer.load(dir!));
 
-  const listed = await listServedModels(urls[0]!, Math.min(config.timeoutMs ?? HTTP_ENGINE_DEFAULTS.modelsTimeoutMs, HTTP_ENGINE_DEFAULTS.modelsTimeoutMs), config.fetch ?? fetch);
+  const listed = await listServedModels(urls[0]!, Math.min(config.timeoutMs ?? HTTP_ENGINE_DEFAULTS.modelsTimeoutMs, HTTP_ENGINE_DEFAULTS.modelsTimeoutMs), withBearer(config.fetch ?? fetch, apiKeyOf(config)));
   let model: string;
   let card: ModelCard | undefined;
   if ('models' in listed && listed.models.length > 0) {

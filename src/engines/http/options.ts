@@ -8,6 +8,28 @@ import { serverError } from '../../errors';
 import { isHttpUrl } from '../../validate';
 import { DEFAULTS } from '../../options';
 
+/**
+ * The environment variable holding the bearer token of `mempo serve` (its `--token`), which the
+ * client also sends to every server when no `apiKey` is given (vLLM's and SGLang's `--api-key`
+ * check the same header).
+ */
+export const SERVER_TOKEN_ENV = 'MEMPO_SERVE_TOKEN';
+
+/** `f` sending `Authorization: Bearer <apiKey>` with every request; `f` itself without a key. */
+export function withBearer(f: typeof fetch, apiKey: string | undefined): typeof fetch {
+  if (apiKey === undefined || apiKey === '') return f;
+  return (input, init) => {
+    const headers = new Headers(init?.headers);
+    headers.set('authorization', `Bearer ${apiKey}`);
+    return f(input, { ...init, headers });
+  };
+}
+
+/** `options.apiKey`, else the environment's SERVER_TOKEN_ENV. */
+export function apiKeyOf(options: { apiKey?: string }): string | undefined {
+  return options.apiKey ?? process.env[SERVER_TOKEN_ENV];
+}
+
 export type CompletionsApi = 'vllm' | 'sglang';
 export const COMPLETIONS_APIS: readonly CompletionsApi[] = ['vllm', 'sglang'];
 
@@ -48,6 +70,8 @@ export interface HttpCompletionsOptions {
   sendSeed?: boolean;
   /** Ids that end a generation as 'eos' rather than 'stop' (default: the embedded tokenizer's eos, 0). */
   eosTokenIds?: readonly number[];
+  /** Bearer token sent with every request (`mempo serve --token`, vLLM's / SGLang's `--api-key`); default: $MEMPO_SERVE_TOKEN, else none. */
+  apiKey?: string;
   /** fetch implementation (default: global fetch). */
   fetch?: typeof fetch;
 }
@@ -91,7 +115,7 @@ export function resolveEngineOptions(urls: readonly string[], options: HttpCompl
     backoffMs: posInt(options.backoffMs, 'backoffMs', D.backoffMs, 0),
     failureThreshold: posInt(options.failureThreshold, 'failureThreshold', D.failureThreshold, 1),
     cooldownMs: posInt(options.cooldownMs, 'cooldownMs', D.cooldownMs, 0),
-    fetch: options.fetch ?? fetch,
+    fetch: withBearer(options.fetch ?? fetch, apiKeyOf(options)),
   };
   return {
     api,

@@ -1,0 +1,44 @@
+/**
+ * `mempo serve`: loads the model and listens (src/servers/completions-server.ts). The token
+ * (`--token`, else $MEMPO_SERVE_TOKEN) is checked against the address first, so that a bind off
+ * loopback without one is refused before the model loads.
+ */
+import type { Server } from 'node:http';
+import { basename } from 'node:path';
+import { LocalModel } from '../engines/local/local-model';
+import { checkToken, requireTokenOffLoopback, SERVER_TOKEN_ENV } from '../servers/auth';
+import { createCompletionsServer, listen } from '../servers/completions-server';
+import { boundThreads, checkManifest, checkModelConfig } from './inputs';
+import type { RunIO } from './run';
+
+export interface Serving {
+  server: Server;
+  model: LocalModel;
+  url: string;
+}
+
+/** Starts serving with commander's `mempo serve` options; `env` supplies MEMPO_SERVE_TOKEN. */
+export async function startServe(opts: Record<string, unknown>, io: RunIO, env: NodeJS.ProcessEnv = process.env): Promise<Serving> {
+  const dir = opts['model'] as string;
+  const host = opts['host'] as string;
+  const token = checkToken((opts['token'] as string | undefined) ?? env[SERVER_TOKEN_ENV], opts['token'] !== undefined ? '--token' : SERVER_TOKEN_ENV);
+  await requireTokenOffLoopback(host, token !== undefined);
+  const warn = (m: string) => void io.stderr.write(`warning: ${m}\n`);
+  checkModelConfig(dir);
+  checkManifest(dir, warn);
+  const given = opts['threads'] as number | undefined;
+  const threads = given === undefined ? undefined : boundThreads(given, warn);
+  const model = await LocalModel.load(dir, threads === undefined ? {} : { load: { sessionOptions: { intraOpNumThreads: threads, interOpNumThreads: 1 } } });
+  const name = basename(dir.replace(/[\\/]+$/, ''));
+  const server = createCompletionsServer(model, { modelName: name, maxConcurrency: opts['maxConcurrency'] as number, maxBodyBytes: opts['maxBody'] as number, ...(token === undefined ? {} : { token }) });
+  let url: string;
+  try {
+    url = await listen(server, opts['port'] as number, host);
+  } catch (err) {
+    await model.dispose();
+    throw err;
+  }
+  const auth = token === undefined ? '' : '; every request but GET /health needs Authorization: Bearer <token>';
+  io.stderr.write(`mempo serve: model "${name}" from ${dir}, listening on ${url} (POST /v1/completions, POST /generate${auth})\n`);
+  return { server, model, url };
+}
