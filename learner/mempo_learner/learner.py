@@ -3,29 +3,20 @@ the pending forward that `backward` differentiates, and checkpoints."""
 import contextlib
 import math
 import os
-import shutil
+import stat
 from typing import List, Optional, Tuple
 
 import numpy as np
 import torch
 
+from .checkpoint import LEGACY_PICKLE, STATE_JSON, STATE_TENSORS, load_state, save_state
+from .errors import LearnerError, bad
 from .hf import HfModel, is_hf
-from .tiny import TinyModel, is_tiny
+from .manifest import LEARNER, write_manifest
+from .save_dir import check_path, write_dir
+from .tiny import TinyModel, is_tiny, manifest_name
 
 PROTOCOL = 1
-CHECKPOINT_FILE = "learner.pt"
-
-
-class LearnerError(Exception):
-    """An error answered to the client: code (docs/learner.md) and HTTP status."""
-
-    def __init__(self, code: str, message: str, status: int = 400):
-        super().__init__(message)
-        self.code, self.message, self.status = code, message, status
-
-
-def bad(message: str) -> LearnerError:
-    return LearnerError("bad_request", message, 400)
 
 
 def load_model(model_dir: str):
@@ -37,18 +28,6 @@ def load_model(model_dir: str):
         return HfModel(model_dir)
     raise ValueError(f"--model {model_dir}: neither model.onnx with a mempo-tiny config.json "
                      "(mempo_prev_token_heads) nor Hugging Face weights")
-
-
-def replace_dir(tmp: str, dest: str) -> None:
-    """Moves the whole tmp directory onto dest (an existing dest is replaced)."""
-    old = None
-    if os.path.exists(dest):
-        old = f"{dest}.old-{os.getpid()}"
-        shutil.rmtree(old, ignore_errors=True)
-        os.rename(dest, old)
-    os.rename(tmp, dest)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def _number(p: dict, key: str, lo: float, hi: float = math.inf, lo_open: bool = False) -> float:
@@ -70,7 +49,9 @@ class Learner:
         torch.manual_seed(seed)
         self.model = load_model(model_dir)
         self.model.lm.to(self.device).train(False)  # no dropout in these models; eval semantics
-        self.params = [p for p in self.model.lm.parameters() if p.requires_grad]
+        named = [(n, p) for n, p in self.model.lm.named_parameters() if p.requires_grad]
+        self.param_names = [n for n, _ in named]
+        self.params = [p for _, p in named]
         self.opt = torch.optim.AdamW(self.params, lr=0.0)
         self.reference_dir = os.path.abspath(model_dir)
         self.reference = None
@@ -222,61 +203,67 @@ class Learner:
         self.step += 1
         return norm
 
-    def _atomic_dir(self, dest, write) -> str:
-        if not isinstance(dest, str) or not dest:
-            raise bad(f"dir must be a non-empty string, received {dest!r}")
-        dest = os.path.abspath(dest)
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
-        tmp = f"{dest}.tmp-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        try:
-            os.makedirs(tmp)
+    def _save_dir(self, dest, what: str, write) -> str:
+        """The model directory, what `write` adds, and a manifest of both that says the learner
+        wrote them (the mark a later save looks for before it replaces the directory)."""
+        def fill(tmp):
+            self.model.save(tmp)
             write(tmp)
-            replace_dir(tmp, dest)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        return dest
+            write_manifest(tmp, manifest_name(self.model.model_dir), writer=LEARNER)
+        return write_dir(dest, what, fill)
 
     def save_weights(self, dest) -> str:
-        return self._atomic_dir(dest, self.model.save)
+        return self._save_dir(dest, "save_weights", lambda tmp: None)
 
     def save_checkpoint(self, dest) -> str:
-        def write(tmp):
-            self.model.save(tmp)
-            state = {"format": 1, "optimizer": self.opt.state_dict(), "rng": torch.get_rng_state(),
-                     "step": self.step, "seed": self.seed, "reference_dir": self.reference_dir}
-            if self.device.type == "cuda":
-                state["cuda_rng"] = torch.cuda.get_rng_state(self.device)
-            torch.save(state, os.path.join(tmp, CHECKPOINT_FILE))
-        return self._atomic_dir(dest, write)
+        cuda = self.device if self.device.type == "cuda" else None
+        return self._save_dir(dest, "save_checkpoint", lambda tmp: save_state(
+            tmp, self.opt, self.param_names, step=self.step, seed=self.seed,
+            reference_dir=self.reference_dir, cuda_device=cuda))
 
     def load_checkpoint(self, src) -> str:
-        if not isinstance(src, str) or not os.path.isfile(os.path.join(src, CHECKPOINT_FILE)):
-            raise bad(f"load_checkpoint: {src!r} is not a checkpoint directory (no {CHECKPOINT_FILE})")
-        # a pickle, trusted as torch checkpoints are (torch 1.13's weights_only loader rejects floats)
-        state = torch.load(os.path.join(src, CHECKPOINT_FILE), map_location="cpu")
-        if not isinstance(state, dict) or state.get("format") != 1:
-            raise bad(f"load_checkpoint: {src}/{CHECKPOINT_FILE} is not a mempo_learner checkpoint")
+        """Replaces weights, AdamW state, RNG state, step and seed with a checkpoint's, once all of
+        it has been read and checked against the model (400 naming the file and the field)."""
+        src = check_path(src, "load_checkpoint")
         try:
-            weights = type(self.model)(src).lm.state_dict()
-        except (OSError, ValueError) as e:
+            names = os.listdir(src)
+            kinds = {n: os.stat(os.path.join(src, n)).st_mode for n in names}
+        except OSError as e:
+            raise bad(f"load_checkpoint: {e.filename or src}: {e.strerror}") from None
+        if STATE_JSON not in names:
+            if LEGACY_PICKLE in names:
+                raise bad(f"load_checkpoint: {src} holds {LEGACY_PICKLE}, the pickle format of earlier versions, which "
+                          "is not loaded for safety (a pickle can run any code); save the checkpoint again with this version")
+            raise bad(f"load_checkpoint: {src} is not a checkpoint directory (no {STATE_JSON})")
+        odd = [n for n, m in kinds.items() if not (stat.S_ISREG(m) or stat.S_ISDIR(m))]
+        if odd:
+            raise bad(f"load_checkpoint: {os.path.join(src, sorted(odd)[0])} is not a regular file")
+        if isinstance(self.model, HfModel) and not any(n.endswith(".safetensors") and n != STATE_TENSORS for n in names):
+            # transformers would fall back to pytorch_model.bin, a pickle
+            raise bad(f"load_checkpoint: {src} has no model .safetensors; weights in a pickle are not loaded")
+        state = load_state(src, self.opt, self.param_names, self.params, self.device)
+        try:
+            with torch.random.fork_rng(devices=[]):  # building the model draws from the CPU generator
+                weights = type(self.model)(src).lm.state_dict()
+        except (OSError, ValueError, RecursionError) as e:
             raise bad(f"load_checkpoint: {src}: {e}") from None
         mine = self.model.lm.state_dict()
         for k, v in mine.items():  # check all before replacing anything
             if k not in weights or weights[k].shape != v.shape:
                 raise bad(f"load_checkpoint: {src}: weight {k} is missing or of another shape")
-        groups = state["optimizer"].get("param_groups", [])
-        if sum(len(g["params"]) for g in groups) != len(self.params):
-            raise bad(f"load_checkpoint: {src}: the optimiser state is for another model")
+            if v.is_floating_point() and not bool(torch.isfinite(weights[k]).all()):
+                raise bad(f"load_checkpoint: {src}: weight {k} holds a value that is not finite")
+        extra = sorted(set(weights) - set(mine))
+        if extra:
+            raise bad(f"load_checkpoint: {src}: weight {extra[0]} is not one of the model's")
         self.model.lm.load_state_dict(weights)
-        self.opt.load_state_dict(state["optimizer"])
+        self.opt.load_state_dict(state.optimizer)
         self.opt.zero_grad(set_to_none=True)
-        torch.set_rng_state(state["rng"])
-        if "cuda_rng" in state and self.device.type == "cuda":
-            torch.cuda.set_rng_state(state["cuda_rng"], self.device)
-        self.step, self.seed = int(state["step"]), int(state["seed"])
-        if state["reference_dir"] != self.reference_dir:
-            self.reference_dir, self.reference = state["reference_dir"], None
+        torch.set_rng_state(state.rng)
+        if state.cuda_rng is not None and self.device.type == "cuda":
+            torch.cuda.set_rng_state(state.cuda_rng, self.device)
+        self.step, self.seed = state.step, state.seed
+        if state.reference_dir != self.reference_dir:
+            self.reference_dir, self.reference = state.reference_dir, None
         self.pending = None
-        return os.path.abspath(src)
-
+        return src

@@ -47,7 +47,7 @@ describeWithTorch('mempo train', () => {
     }
     // keepCheckpoints 2: step-1 was pruned; the others are complete model directories
     expect(existsSync(join(ref, 'checkpoints', 'step-1'))).toBe(false);
-    for (const s of [2, 3]) for (const f of ['model.onnx', 'config.json', 'tokenizer.json', 'learner.pt', 'trainer.json']) expect(existsSync(join(ref, 'checkpoints', `step-${s}`, f))).toBe(true);
+    for (const s of [2, 3]) for (const f of ['model.onnx', 'config.json', 'tokenizer.json', 'learner.json', 'learner.safetensors', 'trainer.json']) expect(existsSync(join(ref, 'checkpoints', `step-${s}`, f))).toBe(true);
     expect(readFileSync(join(ref, 'train-report.html'), 'utf8')).toContain('<svg');
     const ev = await runCli(['eval', '--model', join(ref, 'checkpoints', 'step-3'), '--limit', '2', '--quiet', '--json']);
     expect(ev.code).toBe(0);

@@ -322,8 +322,9 @@ class LearnerTest(unittest.TestCase):
         n3 = self.run_step(straight, 12)
         first = Learner(self.model, seed=3)
         self.run_step(first, 10)
+        os.makedirs(os.path.join(self.tmp, "ck"), exist_ok=True)  # the learner does not create parents
         ck = first.save_checkpoint(os.path.join(self.tmp, "ck", "step-1"))
-        self.assertTrue(os.path.isfile(os.path.join(ck, "learner.pt")))
+        self.assertTrue(os.path.isfile(os.path.join(ck, "learner.safetensors")))
         resumed = Learner(ck, seed=99)  # as `--model checkpoint --resume` would start it
         resumed.load_checkpoint(ck)
         self.assertEqual((resumed.step, resumed.seed, resumed.reference_dir), (1, 3, os.path.abspath(self.model)))
