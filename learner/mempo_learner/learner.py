@@ -12,7 +12,7 @@ import torch
 from .checkpoint import LEGACY_PICKLE, STATE_JSON, STATE_TENSORS, load_state, save_state
 from .errors import LearnerError, bad
 from .hf import HfModel, is_hf
-from .manifest import LEARNER, write_manifest
+from .manifest import ADDED_BY_MEMPO, LEARNER, write_manifest
 from .save_dir import check_path, write_dir
 from .tiny import TinyModel, is_tiny, manifest_name
 
@@ -208,6 +208,10 @@ class Learner:
         wrote them (the mark a later save looks for before it replaces the directory)."""
         def fill(tmp):
             self.model.save(tmp)
+            for n in (STATE_JSON, STATE_TENSORS, LEGACY_PICKLE, *ADDED_BY_MEMPO):
+                # copied along from a checkpoint the model was started from: not this save's state
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(os.path.join(tmp, n))
             write(tmp)
             write_manifest(tmp, manifest_name(self.model.model_dir), writer=LEARNER)
         return write_dir(dest, what, fill)

@@ -411,6 +411,17 @@ class SaveDirTest(unittest.TestCase):
         self.assertEqual(self.ln.save_weights(empty), empty)
         self.assertEqual(sorted(os.listdir(self.tmp)), ["empty", "step-1"])
 
+    def test_a_learner_started_from_a_checkpoint_does_not_copy_its_state_into_a_save(self):
+        ck = os.path.join(self.tmp, "ck")
+        self.ln.save_checkpoint(ck)
+        for n in ("trainer.json", "learner.pt"):
+            with open(os.path.join(ck, n), "w") as f:
+                f.write("{}\n")
+        w = Learner(ck).save_weights(os.path.join(self.tmp, "w"))
+        self.assertEqual(sorted(os.listdir(w)), sorted(os.listdir(TINY)))
+        with open(os.path.join(w, "manifest.json")) as f:
+            self.assertEqual(sorted(json.load(f)["files"]), sorted(n for n in os.listdir(TINY) if n != "manifest.json"))
+
     def test_a_full_disk_is_507_and_the_previous_directory_stays(self):
         d = os.path.join(self.tmp, "w")
         self.ln.save_weights(d)
