@@ -26,11 +26,20 @@ run('npm package (pack, install without a compiler, load the prebuild)', () => {
     const packed = execFileSync('npm', ['pack', '--json', '--pack-destination', work], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
     const info = JSON.parse(packed.slice(packed.indexOf('['))) as { filename: string; files: { path: string }[] }[];
     const files = info[0]!.files.map((f) => f.path);
-    expect(files).toContain('prebuilds/linux-x64/mempo.node');
+    // Exactly the prebuilds the README claims: linux-x64 and linux-arm64 (glibc); every other platform builds or uses the JS twin.
+    expect(files.filter((f) => f.startsWith('prebuilds/')).sort()).toEqual(['prebuilds/linux-arm64/mempo.node', 'prebuilds/linux-x64/mempo.node']);
     expect(files).toContain('dist/index.mjs');
     expect(files).toContain('dist/index.d.ts');
     expect(files).toContain('learner/mempo_learner/__main__.py'); // the torch learner `mempo train` spawns
     expect(files.some((f) => f.startsWith('test/') || f.startsWith('src/'))).toBe(false);
+    for (const f of ['LICENSE', 'CHANGELOG.md', 'README.md', 'scripts/install.js']) expect(files).toContain(f);
+    // Every docs/*.md that --help or an error message of the shipped code cites is in the package.
+    const cited = new Set<string>();
+    for (const f of files.filter((x) => x.startsWith('dist/') && x.endsWith('.js'))) {
+      for (const m of fs.readFileSync(path.join(root, f), 'utf8').matchAll(/docs\/[a-z-]+\.md/g)) cited.add(m[0]);
+    }
+    expect(cited.size).toBeGreaterThan(3);
+    expect([...cited].filter((d) => !files.includes(d))).toEqual([]);
 
     // Compilers and make that fail loudly: an install that tries to compile cannot pass quietly.
     const shims = path.join(work, 'no-compilers');

@@ -173,7 +173,7 @@ PpoLossResult ppo_policy_loss(const float* logp, const float* old_logp, const fl
   }
 
   const TokenParams tp{1.0 - clip_low, 1.0 + clip_high, clip_c, kl_coef, kl_type};
-  const bool avx2 = cpu_has_avx2() && kl_type == kKlNone;
+  [[maybe_unused]] const bool avx2 = cpu_has_avx2() && kl_type == kKlNone;  // read only on x86
   std::vector<Partial> partial(configured_threads());
   parallel_for(rows, std::max<int64_t>(1, (int64_t{1} << 16) / cols), [&](int64_t r0, int64_t r1, int worker) {
     Partial p;
