@@ -9,7 +9,7 @@
 
 // Kernels (src/kernels): outcome reward §3, memory reward §4, advantages §5, loss §6, the backend.
 export {
-  backend, setBackend, nativeLoadErrors, uploadToDevice, gatherLogProbsOnDevice,
+  backend, setBackend, nativeLoadErrors, nativeInfo, uploadToDevice, gatherLogProbsOnDevice,
   extractSolution, normalizeAnswer, emCheck, f1Score, validateFormat, computeScore,
   gatherLogProbs, answerProbability, memoryRewards,
   grpoOutcomeAdvantage, memoryAdvantage, finalAdvantage, groupNormalize,
@@ -17,7 +17,7 @@ export {
 } from './kernels';
 export { mempoAdvantages, type MempoAdvantagesInput, type MempoAdvantages } from './kernels'; // §5 in one pass
 export type {
-  Backend, NativeDeviceBuffer, FormatResult, ComputeScoreOptions, AnswerProbabilityOptions, MemoryRewards,
+  Backend, NativeDeviceBuffer, NativeInfo, FormatResult, ComputeScoreOptions, AnswerProbabilityOptions, MemoryRewards,
   GroupNormOptions, MemoryAdvantageOptions, MemGrouping, PpoPolicyLossInput, PpoPolicyLossResult, AggMode, KlType,
 } from './kernels';
 

@@ -23,6 +23,7 @@ const KERNEL_FUNCTIONS = [
   'backend',
   'setBackend',
   'nativeLoadErrors',
+  'nativeInfo',
 ] as const;
 
 describe('package root exports', () => {

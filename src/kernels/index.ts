@@ -1,5 +1,5 @@
 /** The stable kernel API (docs/algorithm.md §3-§6): each kernel validates, then runs native or its JS twin. */
-export { backend, setBackend, nativeLoadErrors, uploadToDevice, gatherLogProbsOnDevice } from './backend';
+export { backend, setBackend, nativeLoadErrors, nativeInfo, uploadToDevice, gatherLogProbsOnDevice } from './backend';
 export { extractSolution, normalizeAnswer, emCheck, f1Score, validateFormat, computeScore } from './outcome-reward';
 export { gatherLogProbs } from './gather-log-probs';
 export { answerProbability, memoryRewards } from './answer-probability';
@@ -9,7 +9,7 @@ export { finalAdvantage } from './final-advantage';
 export { mempoAdvantages, type MempoAdvantagesInput, type MempoAdvantages } from './mempo-advantages';
 export { groupNormalize } from './group-normalize';
 export { ppoPolicyLoss, AGG_MODES, KL_TYPES } from './ppo-policy-loss';
-export type { Backend, NativeDeviceBuffer } from './backend';
+export type { Backend, NativeDeviceBuffer, NativeInfo } from './backend';
 export type { FormatResult, ComputeScoreOptions } from './outcome-reward';
 export type { AnswerProbabilityOptions, MemoryRewards } from './answer-probability';
 export type { GroupNormOptions } from './outcome-advantage';
