@@ -25,10 +25,10 @@ const MANIFEST = 'manifest.json';
 export interface TrainerState {
   step: number;
   seed: number;
-  /** What identifies the run (`trainSettings`); resume refuses other settings. A JSON string of the pipeline and training options only in checkpoints of earlier mempo versions. */
-  settings: Record<string, unknown> | string;
-  /** Bytes of each file of the checkpoint when it was marked complete (absent in older checkpoints). */
-  files?: Record<string, number>;
+  /** What identifies the run (`trainSettings`); resume refuses other settings. */
+  settings: Record<string, unknown>;
+  /** Bytes of each file of the checkpoint when it was marked complete. */
+  files: Record<string, number>;
 }
 
 /** A complete checkpoint `resumePoint` chose: its files verify and its settings are this run's. */
@@ -95,6 +95,11 @@ function readTrainerState(dir: string, step: number): TrainerState {
     throw new MempoError('ERR_RESUME', `${file}: not valid JSON (${(e as Error).message})`);
   }
   if (state === null || typeof state !== 'object' || state.step !== step) throw new MempoError('ERR_RESUME', `${file}: step ${state?.step} in a directory named step-${step}`);
+  // Earlier versions stored the settings as a string, no file sizes, and the learner's state as a pickle (learner.pt), which is never loaded.
+  const isRecord = (v: unknown) => v !== null && typeof v === 'object' && !Array.isArray(v);
+  if (!isRecord(state.settings) || !isRecord(state.files)) {
+    throw new MempoError('ERR_RESUME', `${file}: written by an earlier mempo, whose learner state is a pickle (learner.pt), never loaded (docs/learner.md)`);
+  }
   return state;
 }
 
@@ -161,13 +166,12 @@ function readManifest(dir: string): Map<string, { sha256?: unknown; bytes?: unkn
 /**
  * What rules the checkpoint in `dir` out, each problem naming its file (none: it verifies): a
  * file trainer.json recorded that is missing or of another size, a file manifest.json lists whose
- * size or sha256 differs, and (in checkpoints that recorded no sizes) an empty file.
+ * size or sha256 differs.
  */
 export function verifyCheckpoint(dir: string, state: TrainerState): string[] {
   const problems: string[] = [];
   const named = new Set<string>();
-  const recorded = state.files !== undefined && state.files !== null && typeof state.files === 'object' ? state.files : null;
-  for (const [name, bytes] of Object.entries(recorded ?? {})) {
+  for (const [name, bytes] of Object.entries(state.files)) {
     const size = fileSize(join(dir, name));
     if (size === bytes) continue;
     problems.push(typeof size === 'string' ? size : `${join(dir, name)} is ${size} bytes, ${TRAINER_STATE} recorded ${bytes}`);
@@ -187,33 +191,19 @@ export function verifyCheckpoint(dir: string, state: TrainerState): string[] {
     else if (typeof entry?.bytes === 'number' && sum.bytes !== entry.bytes) problems.push(`${path} is ${sum.bytes} bytes, ${MANIFEST} says ${entry.bytes}`);
     else if (typeof entry?.sha256 === 'string' && sum.sha256 !== entry.sha256) problems.push(`${path}: sha256 ${sum.sha256.slice(0, 12)}… differs from ${MANIFEST}'s ${entry.sha256.slice(0, 12)}…`);
   }
-  if (recorded === null) {
-    for (const name of readdirSync(dir)) {
-      const size = fileSize(join(dir, name));
-      if (size === 0) problems.push(`${join(dir, name)} is empty`);
-    }
-  }
   return problems;
 }
 
 /** Throws when `settings` differ from those the checkpoint recorded, naming each with both values. */
 function checkSettings(dir: string, state: TrainerState, settings: Record<string, unknown>, notice: (m: string) => void): void {
   const file = join(dir, TRAINER_STATE);
-  let recorded: unknown = state.settings;
-  if (typeof recorded === 'string') {
-    try {
-      recorded = JSON.parse(recorded);
-    } catch {
-      throw new MempoError('ERR_RESUME', `${file}: "settings" is not valid JSON; cannot tell which run this checkpoint belongs to`);
-    }
-  }
-  const diffs = settingsDiff(recorded, settings);
+  const diffs = settingsDiff(state.settings, settings);
   const differ = diffs.filter((d) => d.recorded !== undefined);
   if (differ.length > 0) {
     throw new MempoError('ERR_RESUME', `--resume: ${differ.length === 1 ? 'a setting differs' : `${differ.length} settings differ`} from the run in ${file} (only --steps may change on --resume): ${diffText(differ)}; pass the same settings, or --force without --resume to start over`);
   }
   const unrecorded = diffs.filter((d) => d.recorded === undefined);
-  if (unrecorded.length > 0) notice(`${file} does not record ${unrecorded.map((d) => d.path).join(', ')} (an earlier mempo wrote it): not checked on --resume`);
+  if (unrecorded.length > 0) notice(`${file} does not record ${unrecorded.map((d) => d.path).join(', ')} (a setting this run has that the checkpoint's mempo did not record): not checked on --resume`);
 }
 
 /** A free name beside `dir` for a checkpoint that failed to verify (never deleted: a resumed run would overwrite it). */

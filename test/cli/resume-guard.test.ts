@@ -161,6 +161,22 @@ describeWithTorch('mempo train --resume guards', () => {
     });
   });
 
+  it("a run of an earlier mempo (settings as a string, learner state in a pickle) is refused before the learner starts", async () => {
+    const out = copy();
+    for (const s of [1, 2]) {
+      const file = join(ckpt(out, s), 'trainer.json');
+      const st = JSON.parse(readFileSync(file, 'utf8')) as { step: number; seed: number; settings: unknown };
+      writeFileSync(file, JSON.stringify({ step: st.step, seed: st.seed, settings: JSON.stringify(st.settings) }));
+    }
+    const before = readFileSync(join(out, 'metrics.jsonl'), 'utf8');
+    const r = await runCli([...args(out), '--resume', '--quiet']);
+    expect(r.code).toBe(1);
+    const old = (s: number) => `${esc(ckpt(out, s))}: ${esc(join(ckpt(out, s), 'trainer.json'))}: written by an earlier mempo, whose learner state is a pickle \\(learner\\.pt\\), never loaded \\(docs/learner\\.md\\)`;
+    expect(r.err).toMatch(new RegExp(`^error: --resume: no complete checkpoint in ${esc(out)} verifies: ${old(2)}; ${old(1)}`));
+    expect(readdirSync(join(out, 'checkpoints')).sort()).toEqual(['step-1', 'step-2']);
+    expect(readFileSync(join(out, 'metrics.jsonl'), 'utf8')).toBe(before);
+  });
+
   it('the temp directories of a killed save are removed on resume, and only those', async () => {
     const out = copy();
     const made = ['checkpoints/step-3.tmp-4242', 'checkpoints/step-3.old-4242', 'weights.tmp-4242', 'checkpoints/step-3.tmp-x', 'checkpoints/notes.tmp-1', 'weights.tmp-12a', 'keep.tmp-1'];
