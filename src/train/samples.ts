@@ -4,6 +4,7 @@
  * response mask (generated tokens only) and the per-token final advantages (§5).
  */
 import type { BatchRecord, LearnerSample } from '../contracts';
+import { MempoError } from '../errors';
 
 export interface TrainRow {
   sample: LearnerSample;
@@ -16,19 +17,33 @@ export interface TrainRow {
   tokens: number;
 }
 
-/** Kept trajectories with at least one generated token; excluded ones (tool / server failures) carry no signal. */
-export function trainRows(records: readonly BatchRecord[]): TrainRow[] {
+/**
+ * Kept trajectories with at least one generated token; excluded ones (tool / server failures)
+ * carry no signal. `maxContext` (the learner's, LearnerInfo.maxContext): a tool observation may
+ * run past the context after the last generated token (§2 trims it to the response budget only);
+ * those trailing tokens are out of the loss and, the model being causal, change no log-prob
+ * before them, so they are cut. A generated token past it is an error naming the trajectory.
+ */
+export function trainRows(records: readonly BatchRecord[], maxContext?: number): TrainRow[] {
   const rows: TrainRow[] = [];
   for (const r of records) {
     if (r.excluded || r.responseIds.length === 0 || r.promptIds.length === 0) continue;
-    const mask = Uint8Array.from(r.responseMask);
+    let n = r.responseIds.length;
+    if (maxContext !== undefined && r.promptIds.length + n > maxContext) {
+      n = Math.max(0, maxContext - r.promptIds.length);
+      const generated = r.responseMask.indexOf(1, n);
+      if (generated >= 0) {
+        throw new MempoError('ERR_INVALID_INPUT', `trajectory ${r.uid}: generated token ${generated} of the response sits at position ${r.promptIds.length + generated}, past the learner's context of ${maxContext}; serve the learner's model with the rollout model's context`);
+      }
+    }
+    const mask = Uint8Array.from(r.responseMask.slice(0, n));
     const tokens = mask.reduce((a, m) => a + (m !== 0 ? 1 : 0), 0);
     if (tokens === 0) continue;
     rows.push({
-      sample: { ids: [...r.promptIds, ...r.responseIds], targetStart: r.promptIds.length },
+      sample: { ids: [...r.promptIds, ...r.responseIds.slice(0, n)], targetStart: r.promptIds.length },
       mask,
-      advantages: Float32Array.from(r.advantages),
-      samplerLogp: r.oldLogp === null ? null : Float32Array.from(r.oldLogp),
+      advantages: Float32Array.from(r.advantages.slice(0, n)),
+      samplerLogp: r.oldLogp === null ? null : Float32Array.from(r.oldLogp.slice(0, n)),
       tokens,
     });
   }

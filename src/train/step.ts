@@ -32,6 +32,8 @@ export interface TrainContext {
   onPhase?(step: number, phase: TrainPhase): void;
   /** Progress of the step's rollout. */
   rolloutProgress?: ProgressSink;
+  /** The learner's context (LearnerInfo.maxContext): samples are cut to it (trainRows). */
+  maxContext?: number;
 }
 
 /** The questions of step `step` (1-based): consecutive slices of the seeded order, wrapping around. */
@@ -66,7 +68,7 @@ export async function runStep(ctx: TrainContext, step: number, questions: readon
   const times = run.stats.times;
   wall['rollout'] = Math.round(times.generateMs + times.toolMs);
   wall['scoring'] = Math.round(times.scoreMs + times.advantageMs);
-  const rows = trainRows(run.records);
+  const rows = trainRows(run.records, ctx.maxContext);
 
   ctx.onPhase?.(step, 'update');
   const u = rows.length === 0 ? null : await policyUpdate(ctx.learner, rows, ctx.train, mixSeed(ctx.train.seed, 0x0b5e, step));

@@ -136,6 +136,20 @@ describe('microBatches and trainRows', () => {
     expect(got[0]!.sample).toEqual({ ids: [1, 2, 3, 4], targetStart: 2 });
     expect(got[0]!.tokens).toBe(1);
   });
+
+  // The learner refuses a sample longer than its context (400); an observation after the last
+  // generated token may run past it (§2 trims observations to the response budget only).
+  it("cuts trailing observation tokens past the learner's context; a generated token past it is an error naming the trajectory", () => {
+    const base = { sample: 0, question: '', golds: [], hops: null, objectives: null, rounds: [], score: 1, formatValid: true, formatReason: null, text: '', doneReason: null, error: null, excluded: false };
+    const rec = { ...base, uid: 'q7', promptIds: [1, 2, 3], responseIds: [4, 5, 6, 7, 8, 9], responseMask: [1, 1, 0, 0, 0, 0], oldLogp: [-1, -2, 0, 0, 0, 0], outcomeAdvantage: [], memoryAdvantage: [], advantages: [0.5, 0.25, 0, 0, 0, 0] };
+    const [row] = trainRows([rec] as never, 7);
+    expect(row!.sample).toEqual({ ids: [1, 2, 3, 4, 5, 6, 7], targetStart: 3 });
+    expect([...row!.mask]).toEqual([1, 1, 0, 0]);
+    expect([...row!.advantages]).toEqual([0.5, 0.25, 0, 0]);
+    expect([...row!.samplerLogp!]).toEqual([-1, -2, 0, 0]);
+    expect(trainRows([rec] as never, 9)[0]!.sample.ids.length).toBe(9);
+    expect(() => trainRows([rec] as never, 4)).toThrow("trajectory q7: generated token 1 of the response sits at position 4, past the learner's context of 4; serve the learner's model with the rollout model's context");
+  });
 });
 
 describe('resolveTrainOptions', () => {
