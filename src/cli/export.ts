@@ -12,6 +12,7 @@ import { Tokenizer } from '../engines/local/tokenizer';
 import { resolveProtocolIds, type IdCodec } from '../protocol/special-ids';
 import { EMBEDDED } from '../paths';
 import { int } from './options';
+import { holdRunDir } from './run-dir';
 import type { RunIO } from './run';
 
 /** `--export` / `--format` values: repeatable, each one format or a comma-separated list. */
@@ -80,7 +81,14 @@ export async function executeExport(s: ExportSettings, io: RunIO): Promise<strin
   }
   const to = resolve(s.to);
   mkdirSync(to, { recursive: true });
-  const files = writeExports(to, batch.records, s.formats, pad);
+  // One writer per directory: a rollout writing `to` would remove these files as stale (src/io/run-lock.ts).
+  const held = holdRunDir(to, 'mempo export', io, s.quiet);
+  let files: string[];
+  try {
+    files = writeExports(to, batch.records, s.formats, pad);
+  } finally {
+    held.release();
+  }
   if (!s.quiet) io.stderr.write(`mempo export: ${batch.records.length} trajectories (pad id ${pad}) → ${files.join(', ')}\n`);
   return files;
 }

@@ -9,6 +9,7 @@ import { join, resolve } from 'node:path';
 import { questionsDir, runCli } from '../cli/run-cli';
 import { EXPORT_FILES, readBatchFile, trlExport, verlExport } from '../../src/io/export';
 import type { BatchRecord } from '../../src/contracts';
+import { lockRunDir } from '../../src/io/run-lock';
 
 const CHECKER = resolve(__dirname, '..', 'python', 'check_export.py');
 
@@ -110,6 +111,21 @@ describe('mempo export', () => {
     const bad = await runCli(['export', '--from', empty, '--format', 'verl']);
     expect(bad.code).toBe(2);
     expect(bad.err).toMatch(new RegExp(`^error: ${join(empty, 'batch.jsonl')}:2: field "uid": .*; not a mempo batch line\\n$`));
+  });
+
+  it('a directory another run holds is refused naming the holder; nothing is written', async () => {
+    const to = join(dir, 'held');
+    const lock = lockRunDir(to, 'mempo rollout');
+    try {
+      const r = await runCli(['export', '--from', run, '--to', to, '--format', 'verl']);
+      expect(r.code).toBe(1);
+      expect(r.err).toMatch(new RegExp(`^error: ${to.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')} is in use by pid ${process.pid} \\(mempo rollout, started `));
+      expect(existsSync(join(to, EXPORT_FILES.verl))).toBe(false);
+    } finally {
+      lock.release();
+    }
+    expect((await runCli(['export', '--from', run, '--to', to, '--format', 'verl', '--pad-token-id', '0', '--quiet'])).code).toBe(0);
+    expect(existsSync(join(to, '.lock'))).toBe(false);
   });
 
   // f77a45f wrote 0 for this id in the verl (int64) and npz (int32) files and kept it in the TRL JSON.
