@@ -1,5 +1,5 @@
 /** Locations of the embedded model, corpus, question splits and learner (relative to the package root). */
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 
 /** The package root: the directory holding package.json above this file (src/ or dist/). */
@@ -10,6 +10,11 @@ export function packageRoot(): string {
     dir = resolve(dir, '..');
   }
   return resolve(__dirname, '..', '..');
+}
+
+/** The installed package's version (its package.json). */
+export function packageVersion(): string {
+  return (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string }).version;
 }
 
 export const EMBEDDED = {

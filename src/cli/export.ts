@@ -95,6 +95,7 @@ export async function executeExport(s: ExportSettings, io: RunIO): Promise<strin
 
 export function exportCommand(io: RunIO, onDone: (code: number) => void): Command {
   return new Command('export')
+    .summary('write a finished batch for verl, TRL or NumPy')
     .description(`Write a finished run's batch.jsonl for another trainer: verl (batch.verl.safetensors: verl's actor-update tensors), trl (batch.trl.json: TRL GRPO rollout_func fields) or tensors (batch.tensors.npz: mempo's padded arrays); see docs/export.md.`)
     .requiredOption('--from <dir>', 'run directory holding batch.jsonl (mempo rollout / eval --out)')
     .requiredOption('--format <formats>', `${EXPORT_FORMATS.join(' | ')}; repeat the flag or comma-separate`, exportFormatList)

@@ -8,7 +8,7 @@
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { MempoError } from '../errors';
 import { addPipelineOptions, addServerOptions, int, intOrNone, NONE, orNull, pipelineOptionsFromFlags, serverSettingsFromFlags } from './options';
-import { EMBEDDED } from '../paths';
+import { EMBEDDED, packageVersion } from '../paths';
 import { DEFAULTS } from '../options';
 import { executeRun, type RunIO, type RunSettings } from './run';
 import { openCorpus } from './inputs';
@@ -85,7 +85,9 @@ export function buildProgram(io: RunIO, onDone: (code: number) => void): Command
   const program = new Command();
   program
     .name('mempo')
-    .description('MemPO (Self-Memory Policy Optimization) for LLM search agents: rollouts, memory rewards, advantages.')
+    .description('MemPO (Self-Memory Policy Optimization) for LLM search agents: rollouts, memory rewards, advantages, training.')
+    .version(packageVersion(), '-V, --version', 'print the version')
+    .addHelpText('after', '\nmempo <command> --help lists the options of a command. Docs: docs/ in the package (algorithm.md, rollout.md, train.md, learner.md, servers.md, export.md).')
     .showHelpAfterError()
     .configureOutput({ writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) })
     .exitOverride();
@@ -103,15 +105,18 @@ export function buildProgram(io: RunIO, onDone: (code: number) => void): Command
         onDone(0);
       });
   const rollout = common(new Command('rollout'), 'rollout')
+    .summary('sample, score and write a training batch')
     .description('Sample groups of multi-turn search trajectories, score them (outcome + memory rewards) and write a training batch: DIR/batch.jsonl, DIR/summary.json, DIR/report.html.')
     .requiredOption('--out <dir>', 'output directory')
     .option('--export <formats>', 'also write the batch for another trainer (docs/export.md): verl (DIR/batch.verl.safetensors), trl (DIR/batch.trl.json), tensors (DIR/batch.tensors.npz); repeat the flag or comma-separate', exportFormatList);
   runOutputs(rollout, 'rollout');
   const evalCmd = common(new Command('eval'), 'eval')
+    .summary('evaluate a context policy on a question split')
     .description('Evaluate a context policy: greedy (temperature 0) or sampled rollouts on a question split; prints exact match by hops and by objectives, format-valid round rate, mixed groups, context tokens per question.')
     .option('--out <dir>', 'also write batch.jsonl, summary.json, eval.json and report.html here');
   runOutputs(evalCmd, 'eval');
   const serveRetriever = new Command('serve-retriever')
+    .summary('serve a corpus over the retrieval API (/retrieve)')
     .description('Serve the Search-R1 / ASearcher retrieval API (POST /retrieve) over a JSONL corpus with the local BM25 retriever, until Ctrl-C.')
     .option('--corpus <file>', 'JSONL corpus ({ id, title, contents, url? } or Search-R1 wiki-18 rows { id, contents } whose first line is the quoted title)', EMBEDDED.corpus())
     .option('--host <host>', 'address to bind (loopback by default)', '127.0.0.1')
@@ -128,6 +133,7 @@ export function buildProgram(io: RunIO, onDone: (code: number) => void): Command
       onDone(0);
     });
   const serve = new Command('serve')
+    .summary('serve a local model over vLLM/SGLang HTTP')
     .description("Serve a local model over HTTP until Ctrl-C: vLLM's completions API subset (POST /v1/completions with token-id prompts, n, seed, logprobs, prompt_logprobs; GET /v1/models) and SGLang's native POST /generate (input_ids, sampling_params, return_logprob, logprob_start_len), for mempo rollout --server.")
     .option('--model <dir>', 'model directory (ONNX + tokenizer; with --server only the tokenizer, config files optional)', EMBEDDED.model())
     .option('--host <host>', 'address to bind (loopback by default; any other needs --token)', '127.0.0.1')
@@ -149,7 +155,6 @@ export function buildProgram(io: RunIO, onDone: (code: number) => void): Command
     sub.configureOutput({ writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) });
     program.addCommand(sub);
   }
-  program.addHelpText('after', () => `\nEvery option of every command:\n\n${rollout.helpInformation()}\n${evalCmd.helpInformation()}\n${train.helpInformation()}\n${exportCmd.helpInformation()}\n${serveRetriever.helpInformation()}\n${serve.helpInformation()}`);
   return program;
 }
 

@@ -14,6 +14,7 @@ const nonNeg = num((x) => x >= 0 && Number.isFinite(x), 'a finite number >= 0');
 
 export function trainCommand(io: RunIO, onDone: (code: number) => void, inputs: (c: Command) => Command, runSettings: (o: Record<string, unknown>) => RunSettings): Command {
   const cmd = inputs(new Command('train'))
+    .summary('train the policy with MemPO or GRPO via a learner')
     .description('Optimise the policy with MemPO (docs/algorithm.md §9): per step, roll out --questions-per-step questions × -n samples with the current weights, score them, update on the learner (PPO loss, native), sync the weights to the rollout engines, evaluate every --eval-every steps. Writes DIR/metrics.jsonl, DIR/checkpoints/step-N/ (model directories) and DIR/train-report.html. --no-memory-reward is the GRPO baseline.')
     .requiredOption('--out <dir>', 'output directory')
     .option('--steps <n>', 'optimiser steps', int(1), D.steps)
@@ -41,7 +42,7 @@ export function trainCommand(io: RunIO, onDone: (code: number) => void, inputs: 
     .option('--no-report', 'do not write train-report.html')
     .option('--learner <url>', 'a running learner (docs/learner.md) instead of spawning the torch learner')
     .option('--learner-token <token>', 'bearer token of --learner (also MEMPO_LEARNER_TOKEN)')
-    .option('--learner-timeout <ms>', `per-request timeout of the learner (default: ${LEARNER_DEFAULTS.timeoutMs})`, int(1), LEARNER_DEFAULTS.timeoutMs)
+    .option('--learner-timeout <ms>', 'per-request timeout of the learner', int(1), LEARNER_DEFAULTS.timeoutMs)
     .option('--python <exe>', 'Python with torch for the spawned learner (default: MEMPO_PYTHON, else python3, /usr/bin/python3)')
     .addOption(new Option('--device <d>', 'device of the spawned learner').choices(['auto', 'cpu', 'cuda']).default('auto'))
     .exitOverride()

@@ -32,11 +32,28 @@ writeFileSync(questions, [
 const SMALL = ['--questions', questions, '-n', '2', '--max-round-tokens', '24', '--max-turns', '2', '--threads', '1', '--questions-per-batch', '1'];
 
 describe('mempo command', () => {
-  test('--help documents every command and option', async () => {
+  test('--help lists each command on one line; <command> --help documents its options, no default twice; --version', async () => {
     const { code, out } = await run(['--help']);
     expect(code).toBe(0);
+    const commands = ['rollout', 'eval', 'train', 'export', 'serve-retriever', 'serve'];
+    for (const c of commands) expect(out).toMatch(new RegExp(`^  ${c} \\[options\\] +\\S.*\\n  \\S`, 'm'));
+    expect(out.split('\n').length).toBeLessThan(30);
+    expect(out).not.toContain('--group-size');
+    for (const c of commands) {
+      const h = await run([c, '--help']);
+      expect(h.code).toBe(0);
+      // One entry per option (continuation lines are indented further): a default is printed once.
+      for (const entry of h.out.split(/\n(?= {2}-)/)) expect(entry.split('(default').length).toBeLessThanOrEqual(2);
+    }
+    const pkgVersion = (JSON.parse(readFileSync(join(__dirname, '..', '..', 'package.json'), 'utf8')) as { version: string }).version;
+    for (const flag of ['--version', '-V']) expect(await run([flag])).toMatchObject({ code: 0, out: `${pkgVersion}\n` });
+  });
+
+  test('rollout --help documents every pipeline option', async () => {
+    const { code, out } = await run(['rollout', '--help']);
+    expect(code).toBe(0);
     for (const flag of [
-      'rollout', 'eval', '--out', '--questions', '--limit', '--group-size', '--model', '--corpus', '--retriever', '--context', '--seed',
+      '--out', '--questions', '--limit', '--group-size', '--model', '--corpus', '--retriever', '--context', '--seed',
       '--resume', '--quiet', '--json', '--max-turns', '--max-response-tokens', '--max-round-tokens', '--temperature', '--topk',
       '--doc-max-chars', '--mem-span', '--answer-template', '--threshold', '--mem-context-last-observation', '--window-tool-results',
       '--search-short-text-chars', '--chat-template', '--webpage-short-text-chars', '--format-score', '--eps', '--no-norm-by-std', '--mem-grouping', '--alpha',

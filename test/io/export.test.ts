@@ -94,10 +94,9 @@ describe('mempo export', () => {
   });
 
   test('--help lists the command and the rollout flag', async () => {
-    const h = await runCli(['--help']);
-    expect(h.out).toContain('mempo export [options]');
-    expect(h.out).toContain('--export <formats>');
-    expect(h.out).toContain('--pad-token-id <n>');
+    expect((await runCli(['--help'])).out).toMatch(/^ {2}export \[options\] +write a finished batch/m);
+    expect((await runCli(['rollout', '--help'])).out).toContain('--export <formats>');
+    expect((await runCli(['export', '--help'])).out).toContain('--pad-token-id <n>');
   });
 
   test('usage and input errors', async () => {
