@@ -4,6 +4,7 @@
 # so that build/ (this machine's own addon) is left as it is. scripts/arm64-check.sh runs the
 # kernel suite on it under qemu-user.
 set -euo pipefail
+exec 1>&2  # a build log only: npm pack --json (whose prepack runs this) owns stdout
 cd "$(dirname "$0")/.."
 root=$PWD
 command -v aarch64-linux-gnu-g++ >/dev/null || { echo "build-arm64: aarch64-linux-gnu-g++ not found (Debian: apt-get install g++-aarch64-linux-gnu)" >&2; exit 1; }

