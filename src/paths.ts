@@ -17,6 +17,7 @@ export function packageVersion(): string {
   return (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string }).version;
 }
 
+/** The embedded assets inside the installed package: `EMBEDDED.model()`, `.corpus()`, `.split('train' | 'dev' | 'test')`, `.learner()`. */
 export const EMBEDDED = {
   model: () => join(packageRoot(), 'models', 'mempo-tiny'),
   corpus: () => join(packageRoot(), 'data', 'world', 'corpus.jsonl'),

@@ -3,6 +3,8 @@
  * drops or renames one (or exports a type where a function was) fails here. The list is written
  * out, not read from src/index.ts.
  */
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import * as api from '../src';
 
 const KERNEL_FUNCTIONS = [
@@ -31,6 +33,13 @@ describe('package root exports', () => {
 
   it.each(KERNEL_FUNCTIONS)('exports the kernel function %s', (name) => {
     expect(typeof exported[name]).toBe('function');
+  });
+
+  it('exports EMBEDDED: the model, corpus and question splits inside the package', () => {
+    const e = exported.EMBEDDED as { model(): string; corpus(): string; split(n: string): string; learner(): string };
+    for (const p of [join(e.model(), 'model.onnx'), e.corpus(), e.split('train'), e.split('dev'), e.split('test'), join(e.learner(), 'mempo_learner', '__main__.py')]) {
+      expect(existsSync(p)).toBe(true);
+    }
   });
 
   it('exports the loss enums as lists', () => {

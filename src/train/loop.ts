@@ -6,7 +6,7 @@
  * step samples with mixSeed(seed, step); the learner restores its weights, optimiser and RNG).
  */
 import { existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { Question } from '../contracts';
 import { MempoError } from '../errors';
 import { JsonlWriter, writeFileAtomic } from '../io/write';
@@ -92,7 +92,9 @@ function baseline(ev: StepMetrics['eval'], lr: number): StepMetrics {
   };
 }
 
-export async function runTraining(ctx: TrainContext, run: TrainRun): Promise<StepMetrics[]> {
+export async function runTraining(ctx: TrainContext, run_: TrainRun): Promise<StepMetrics[]> {
+  // Absolute: the learner writes checkpoints from its own working directory (it refuses relative paths).
+  const run = { ...run_, out: resolve(run_.out) };
   ensureRunDir(run.out);
   const file = metricsPath(run.out);
   const settings = run.settings ?? trainSettings(ctx.pipeline, ctx.train, run.order, ctx.dev);
