@@ -1,4 +1,4 @@
-// The arms' cost and movement table of README "Does the memory reward help?" from their
+// The arms' cost and movement table of docs/experiments.md "Does the memory reward help?" from their
 // metrics.jsonl (results/arms.sh), so that no figure is copied by hand: the wall time (the sum
 // of the steps' wall time), the median step and what it spends, the generated tokens, the KL to
 // the starting model at the last step, the median gradient norm and the batches' share of

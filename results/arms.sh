@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The training arms of README "Does the memory reward help?": GRPO (--no-memory-reward), MemPO
+# The training arms of docs/experiments.md "Does the memory reward help?": GRPO (--no-memory-reward), MemPO
 # (alpha 1) and its variants (mempo-qr: pooled per question and round; mempo-a05: alpha 0.5), from
 # the shipped checkpoint, same questions, seeds and steps. Resumable: each arm continues from its
 # newest checkpoint when run again (a session that ends mid-arm loses at most one step). Outputs

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The evaluation of README "Does the memory reward help?": base (models/mempo-tiny) and the last
+# The evaluation of docs/experiments.md "Does the memory reward help?": base (models/mempo-tiny) and the last
 # checkpoint of each arm (results/arms.sh) on 400 test questions, greedy, at most 16 rounds, under
 # both context policies; then the memory reward (full-policy rollouts, greedy) on 100 dev questions.
 # Writes results/eval/<model>-<policy>.json, <model>-<policy>-endings.json (results/endings.mjs) and

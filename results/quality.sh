@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Larger samples for the two quality figures that stage 2 did not match on README's 400 questions
+# Larger samples for the two quality figures that stage 2 did not match on docs/experiments.md's 400 questions
 # (format-valid rounds, mixed groups at T = 1), for the shipped model (`base`), stage 1 alone
 # (`stage1`, the models/mempo-tiny of commit d49cfb5), the stage 2 shipped before the repair
 # (`prev`, that of commit a78a8c4) and the repaired model shipped until 2026-12-03 (`repaired`,
@@ -7,7 +7,7 @@
 # - greedy, `memory` policy, on the other 600 test questions (--offset 400 of the same shuffle), so
 #   that with evals.sh's 400 the whole test split is covered → eval/<model>-memory-rest.json;
 # - T = 1 × 16 samples, `memory` policy, on 80 more test questions for each seed in SEEDS (the
-#   README's figure is seed 2) → eval/<model>-mixed-s<seed>.json.
+#   docs/experiments.md's figure is seed 2) → eval/<model>-mixed-s<seed>.json.
 #   bash results/quality.sh [base stage1 prev repaired]      (SEEDS="3 4" by default)
 set -euo pipefail
 cd "$(dirname "$0")/.."

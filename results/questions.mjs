@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The training questions of the MemPO-vs-GRPO arms (README "Does the memory reward help?"):
+// The training questions of the MemPO-vs-GRPO arms (docs/experiments.md "Does the memory reward help?"):
 // from the embedded train split, every 2- and 4-objective bundle and as many 1–3-hop chain
 // questions (the first 400 / 500 / 400 of each hop count in file order), in file order;
 // `mempo train --shuffle` orders them. Deterministic: the same file every run.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Stage 2's bar (training/README.md "Stage 2: probes without moving the agent") for one candidate
 # model directory, before it is shipped. PARTS picks and orders the checks (default all):
-# - greedy: `memory` policy, greedy, the whole test split (the README's 400 questions, then the
+# - greedy: `memory` policy, greedy, the whole test split (the docs/experiments.md's 400 questions, then the
 #   other 600 of the same shuffle) → eval/NAME-memory.json, eval/NAME-memory-rest.json;
 # - start: the `npm start` rollout (24 × 16, `full`, T = 1) and its probe statistics
 #   (tools/world probes; bar: P_full = 0 in ≤ 30 % of snapshots whose full context holds the gold)

@@ -1,4 +1,4 @@
-// The tables of README "Does the memory reward help?" from results/eval/*.json (results/evals.sh),
+// The tables of docs/experiments.md "Does the memory reward help?" from results/eval/*.json (results/evals.sh),
 // printed as Markdown so that no figure is copied by hand. `base` is the shipped model, which the
 // arms start from; `prev` and `prev-<arm>` are the round from commit a78a8c4's model (the stage 2
 // shipped before the repair), `start` and `start-<arm>` the round from commit bcbbbe6's.
@@ -59,7 +59,7 @@ if (probes.length) {
   }
 }
 
-// README "The embedded agent on unseen questions": the shipped model (base) under both policies, by question kind
+// docs/experiments.md "The embedded agent on unseen questions": the shipped model (base) under both policies, by question kind
 const base = { memory: read('base-memory'), full: read('base-full') };
 if (base.memory && base.full) {
   const int = (x) => Math.round(x).toLocaleString('en-US');

@@ -1,6 +1,6 @@
 /**
  * The engine client against strict vLLM- and SGLang-shaped fakes (test/fakes/, written from those
- * projects' protocol definitions), end to end through the built CLI, exactly the README's recipes:
+ * projects' protocol definitions), end to end through the built CLI, exactly docs/servers.md's recipes:
  * `mempo rollout --server URL --server-api vllm|sglang [--server-model ALIAS] --model <tokenizer-only
  * dir>` exits 0 with every trajectory well formed and the memory rewards the fake's prompt
  * log-probs imply (test/fakes/rollout-check.ts). With the embedded tokenizer (single-token tags)
