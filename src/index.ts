@@ -38,12 +38,12 @@ export { scoreSnapshots } from './pipeline/snapshot-scoring';
 export { snapshotMemoryRewards } from './pipeline/memory-reward';
 export { computeAdvantages } from './pipeline/advantages';
 export { toBatchRecord, toTensorBatch } from './pipeline/batch';
-export { runPipeline, scoreBatch } from './pipeline/pipeline';
+export { runPipeline, pipelineBatches, scoreBatch } from './pipeline/pipeline';
 export { summarize, evalReport, formatEvalReport } from './pipeline/summary';
 export { resolveOptions, DEFAULTS } from './options';
 export type { AgentLoopInput, AgentLoopStats } from './pipeline/rollout';
 export type { TensorBatch } from './pipeline/batch';
-export type { PipelineInput, PipelineResult, PipelineStats, BatchScoringStats } from './pipeline/pipeline';
+export type { PipelineInput, PipelineResult, PipelineBatch, PipelineStats, BatchScoringStats } from './pipeline/pipeline';
 export type { RunSummary, EvalReport } from './pipeline/summary';
 export type { PipelineOptions, PipelineOptionsInput } from './options';
 

@@ -3,7 +3,7 @@
  * questions → rollout (rollout.ts: groups of multi-turn search trajectories) → outcome reward
  * (outcome-reward.ts) → snapshots (snapshots.ts) → snapshot scoring (snapshot-scoring.ts) →
  * memory reward (memory-reward.ts) → advantages (advantages.ts) → `BatchRecord`s for a trainer
- * (batch.ts). Questions are processed in fixed batches of `rollout.questionsPerBatch` (every
+ * (batch.ts), batch by batch to `onBatch` or as the async iterator `pipelineBatches`. Questions are processed in fixed batches of `rollout.questionsPerBatch` (every
  * group of a batch in flight together, one scorer call per batch), so a batch depends only on
  * the options, its questions and the seed: the same seed reproduces the same batch, and a
  * resumed run regenerates an interrupted batch exactly.
@@ -209,7 +209,28 @@ async function runBatch(input: PipelineInput, options: PipelineOptions, batches:
   return out;
 }
 
-export async function runPipeline(input: PipelineInput): Promise<PipelineResult> {
+/** One batch of `pipelineBatches`: its records, as `onBatch` receives them, and the run's totals so far. */
+export interface PipelineBatch {
+  /** Index of the batch among the run's question batches (`rollout.questionsPerBatch` questions each). */
+  batchIndex: number;
+  records: BatchRecord[];
+  /** The run's stats up to and including this batch (a copy; `times.totalMs` is the time since the start). */
+  stats: PipelineStats;
+}
+
+function copyStats(stats: PipelineStats, t0: number): PipelineStats {
+  return { ...stats, times: { ...stats.times, totalMs: performance.now() - t0 } };
+}
+
+/**
+ * The pipeline as an async iterator, beside `onBatch`: `for await (const { records } of
+ * pipelineBatches(input))` yields each batch's records once the batch is scored, in the order
+ * `runPipeline` returns them (`onBatch`, when given, is called first). A batch starts only when
+ * the loop asks for it, so a loop that breaks or throws leaves nothing running: the batch after
+ * it is never started. The generator's return value (what `next()` gives with `done: true`) is
+ * the run's stats and options.
+ */
+export async function* pipelineBatches(input: PipelineInput): AsyncGenerator<PipelineBatch, Omit<PipelineResult, 'records'>, undefined> {
   const options = resolveOptions(input.options ?? {});
   const questions = checkQuestions(input.questions as unknown[]);
   const skip = input.skipUids ?? new Set<string>();
@@ -224,14 +245,23 @@ export async function runPipeline(input: PipelineInput): Promise<PipelineResult>
     times: { generateMs: 0, toolMs: 0, scoreMs: 0, advantageMs: 0, writeMs: 0, totalMs: 0 },
   };
   const t0 = performance.now();
-  const records: BatchRecord[] = [];
   for (let b = 0; b < batches.length; b++) {
     if (batches[b]!.every((q) => skip.has(q.id))) {
       stats.skippedBatches++;
       continue;
     }
-    for (const r of await runBatch(input, options, batches, b, stats)) records.push(r);
+    const records = await runBatch(input, options, batches, b, stats);
+    yield { batchIndex: b, records, stats: copyStats(stats, t0) };
   }
-  stats.times.totalMs = performance.now() - t0;
-  return { records, stats, options };
+  return { stats: copyStats(stats, t0), options };
+}
+
+export async function runPipeline(input: PipelineInput): Promise<PipelineResult> {
+  const records: BatchRecord[] = [];
+  const run = pipelineBatches(input);
+  for (;;) {
+    const next = await run.next();
+    if (next.done) return { records, ...next.value };
+    for (const r of next.value.records) records.push(r);
+  }
 }
