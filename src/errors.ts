@@ -30,7 +30,9 @@ export type RuntimeErrorCode =
   | 'ERR_EMPTY_TARGET'
   | 'ERR_EMPTY_CONTEXT'
   | 'ERR_TOKEN_OUT_OF_VOCAB'
-  | 'ERR_DISPOSED';
+  | 'ERR_DISPOSED'
+  /** onnxruntime-node, an optional dependency the local engine needs, is not installed (or does not load). */
+  | 'ERR_MISSING_DEPENDENCY';
 
 /** Codes of the inference-server client (src/engines/http): a wrong answer, or retries exhausted. */
 export type ServerErrorCode = 'ERR_SERVER';

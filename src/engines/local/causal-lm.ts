@@ -6,7 +6,7 @@
 import { MempoError } from '../../errors';
 import { invalidArgument } from './errors';
 import { locateModelFiles, readModelConfig, type ModelConfig, type ModelFiles, type ModelIO } from './model-dir';
-import type { ExecutionProvider, OrtSession, SessionOptions } from './ort';
+import { getOrt, type ExecutionProvider, type OrtSession, type SessionOptions } from './ort';
 import { runForward } from './forward-run';
 import { checkReloadable, openSession, probeLogits, SessionSlot, tokenizerHashes } from './reload';
 import { KVCache } from './kv-cache';
@@ -97,6 +97,7 @@ export class CausalLM implements ForwardModel {
    */
   static async load(dir: string, options: LoadOptions = {}): Promise<CausalLM> {
     if (typeof dir !== 'string' || dir.length === 0) throw invalidArgument('a model directory path', 'dir', dir);
+    getOrt(); // without onnxruntime-node (an optional dependency), say so before reading the model
     const files = locateModelFiles(dir, options.modelFile);
     const config = readModelConfig(files);
     let tokenizer: Tokenizer | undefined;

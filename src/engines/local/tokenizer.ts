@@ -1,13 +1,70 @@
 /**
- * Tokenizer and chat template, loaded from a local model directory with transformers.js.
+ * Tokenizer and chat template, loaded from a local model directory with @huggingface/tokenizers
+ * (tokenizer.json: normalizer, pre-tokenizer, model, added tokens, decoder) and @huggingface/jinja
+ * (the chat template): the two small packages transformers.js's PreTrainedTokenizer wraps, so
+ * tokenizing needs neither transformers.js nor ONNX Runtime (`--server` rollouts, `mempo export`).
+ * Special tokens and the template's variables follow that wrapper (transformers.js 4.x
+ * tokenization_utils.js); its per-model subclasses only differ for encoder or speech models
+ * (Whisper, VITS, translation language codes), none of which is a causal LM mempo can run.
  * Never reaches the network: files are read from disk and handed to the tokenizer constructor.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import type { Tokenizer as HfTokenizer } from '@huggingface/tokenizers';
+import type { Template } from '@huggingface/jinja';
 import { MempoError } from '../../errors';
 import { invalidArgument } from './errors';
 import { readJson, requireDirectory } from './files';
-import { loadTransformers, type TransformersTokenizer } from './esm';
+
+interface TokenizerPackages {
+  Tokenizer: new (tokenizerJson: object, config: object) => HfTokenizer;
+  Template: new (template: string) => Template;
+}
+let packages: TokenizerPackages | undefined;
+
+/** Loaded on first use, so that `require('mempo')` for the kernels loads neither package. */
+function tokenizerPackages(): TokenizerPackages {
+  if (packages === undefined) {
+    /* eslint-disable @typescript-eslint/no-require-imports */
+    packages = {
+      Tokenizer: (require('@huggingface/tokenizers') as { Tokenizer: TokenizerPackages['Tokenizer'] }).Tokenizer,
+      Template: (require('@huggingface/jinja') as { Template: TokenizerPackages['Template'] }).Template,
+    };
+    /* eslint-enable @typescript-eslint/no-require-imports */
+  }
+  return packages;
+}
+
+/** The special tokens a chat template may read by name (transformers.js passes the same ones). */
+const TEMPLATE_TOKENS = ['bos_token', 'eos_token', 'unk_token', 'sep_token', 'pad_token', 'cls_token', 'mask_token'] as const;
+
+/** A token of tokenizer_config.json (a string, or an `AddedToken` object), or undefined when unset. */
+function configToken(config: Record<string, unknown>, key: string, file: string): string | undefined {
+  const v = config[key];
+  if (v === undefined || v === null || v === '') return undefined;
+  if (typeof v === 'string') return v;
+  const t = v as { __type?: unknown; content?: unknown };
+  if (typeof v === 'object' && t.__type === 'AddedToken' && typeof t.content === 'string') return t.content;
+  throw new MempoError('ERR_TOKENIZER', `${file}: ${key} must be a string or an AddedToken object, got ${JSON.stringify(v)}`);
+}
+
+/**
+ * The model's chat template: a string, or (a list of named templates) the one named "default";
+ * undefined when there is none.
+ */
+function defaultTemplate(value: unknown, file: string): string | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value === 'string') return value;
+  if (Array.isArray(value)) {
+    for (const t of value as { name?: unknown; template?: unknown }[]) {
+      if (typeof t?.name !== 'string' || typeof t.template !== 'string') {
+        throw new MempoError('ERR_TOKENIZER', `${file}: chat_template must be a string or a list of { name, template } strings`);
+      }
+    }
+    return (value as { name: string; template: string }[]).find((t) => t.name === 'default')?.template;
+  }
+  throw new MempoError('ERR_TOKENIZER', `${file}: chat_template must be a string or a list of { name, template } strings`);
+}
 
 export interface ChatMessage {
   role: 'system' | 'user' | 'assistant' | 'tool' | (string & {});
@@ -29,24 +86,36 @@ export class Tokenizer {
   /** Number of ids the tokenizer can produce (base vocabulary plus added tokens). */
   readonly size: number;
   readonly eosTokenId: number | undefined;
+  /** The pad token, else eos (transformers' rule). */
   readonly padTokenId: number | undefined;
   readonly bosTokenId: number | undefined;
-  private readonly tok: TransformersTokenizer;
+  /** The model's chat template (tokenizer_config.json, else chat_template.jinja), when it has one. */
+  readonly chatTemplate: string | undefined;
+  private readonly tok: HfTokenizer;
   private readonly vocab: Map<string, number>;
   private readonly special: Set<number>;
+  /** The special tokens by name, as the chat template sees them. */
+  private readonly templateTokens: Record<string, string> = {};
+  private readonly templates = new Map<string, Template>();
   private readonly pieceCache = new Map<number, string>();
 
-  private constructor(dir: string, tok: TransformersTokenizer) {
+  private constructor(dir: string, tok: HfTokenizer, config: Record<string, unknown>, configFile: string) {
     this.dir = dir;
     this.tok = tok;
     this.vocab = tok.get_vocab();
     let max = -1;
     for (const id of this.vocab.values()) if (id > max) max = id;
     this.size = max + 1;
-    this.eosTokenId = tok.eos_token_id ?? undefined;
-    this.padTokenId = tok.pad_token_id ?? undefined;
-    this.bosTokenId = tok.bos_token_id ?? undefined;
-    this.special = new Set(tok.all_special_ids);
+    const id = (token: string | undefined) => (token === undefined ? undefined : tok.token_to_id(token));
+    this.eosTokenId = id(configToken(config, 'eos_token', configFile));
+    this.padTokenId = id(configToken(config, 'pad_token', configFile) ?? configToken(config, 'eos_token', configFile));
+    this.bosTokenId = id(configToken(config, 'bos_token', configFile));
+    for (const key of TEMPLATE_TOKENS) {
+      const t = configToken(config, key, configFile);
+      if (t !== undefined) this.templateTokens[key] = t;
+    }
+    this.special = new Set([...tok.get_added_tokens_decoder().values()].filter((t) => t.special).map((t) => t.id));
+    this.chatTemplate = defaultTemplate(config['chat_template'], configFile);
   }
 
   /**
@@ -58,31 +127,26 @@ export class Tokenizer {
     const root = resolve(dir);
     requireDirectory(root, 'tokenizer directory');
     const tokenizerJson = readJson(join(root, 'tokenizer.json'), 'tokenizer file');
-    const config = readJson(join(root, 'tokenizer_config.json'), 'tokenizer config');
+    const configFile = join(root, 'tokenizer_config.json');
+    const config = readJson(configFile, 'tokenizer config');
     const jinja = join(root, 'chat_template.jinja');
     if (config['chat_template'] === undefined && existsSync(jinja)) {
       config['chat_template'] = readFileSync(jinja, 'utf8');
     }
-    const transformers = await loadTransformers();
-    const className = typeof config['tokenizer_class'] === 'string'
-      ? config['tokenizer_class'].replace(/Fast$/, '')
-      : 'PreTrainedTokenizer';
-    const candidate = transformers[className];
-    const Cls = (typeof candidate === 'function' ? candidate : transformers.PreTrainedTokenizer) as
-      new (json: unknown, cfg: unknown) => TransformersTokenizer;
-    let tok: TransformersTokenizer;
+    const { Tokenizer: Hf } = tokenizerPackages();
+    let tok: HfTokenizer;
     try {
-      tok = new Cls(tokenizerJson, config);
+      tok = new Hf(tokenizerJson, config);
     } catch (err) {
       throw new MempoError('ERR_TOKENIZER', `Could not build the tokenizer from ${root}: ${(err as Error).message}`);
     }
-    return new Tokenizer(root, tok);
+    return new Tokenizer(root, tok, config, configFile);
   }
 
   /** Token ids of `text`. Special-token text (e.g. `<mem>`) maps to its single id. */
   encode(text: string, options: { addSpecialTokens?: boolean } = {}): number[] {
     if (typeof text !== 'string') throw invalidArgument('a string', 'text', text);
-    return this.tok.encode(text, { add_special_tokens: options.addSpecialTokens ?? false });
+    return this.tok.encode(text, { add_special_tokens: options.addSpecialTokens ?? false }).ids;
   }
 
   decode(ids: ArrayLike<number>, options: { skipSpecialTokens?: boolean } = {}): string {
@@ -113,11 +177,6 @@ export class Tokenizer {
     return this.special.has(id);
   }
 
-  get chatTemplate(): string | undefined {
-    const t = this.tok.chat_template;
-    return typeof t === 'string' ? t : undefined;
-  }
-
   /** Renders `messages` with the model's chat template and returns the text. */
   renderChat(messages: readonly ChatMessage[], options: ChatTemplateOptions = {}): string {
     this.checkMessages(messages);
@@ -130,12 +189,24 @@ export class Tokenizer {
     const turns = messages.map((m) => (m.reasoning_content === undefined
       ? { role: m.role, content: m.content }
       : { role: m.role, content: m.content, reasoning_content: m.reasoning_content }));
-    const out = this.tok.apply_chat_template(turns, {
-      tokenize: false,
+    const source = options.chatTemplate ?? this.chatTemplate!;
+    let template = this.templates.get(source);
+    if (template === undefined) {
+      try {
+        template = new (tokenizerPackages().Template)(source);
+      } catch (err) {
+        throw new MempoError('ERR_TOKENIZER', `The chat template${options.chatTemplate === undefined ? ` of ${this.dir}` : ''} does not parse: ${(err as Error).message}`);
+      }
+      this.templates.set(source, template);
+    }
+    // The variables transformers.js's apply_chat_template passes (tools and documents unset).
+    return template.render({
+      messages: turns,
       add_generation_prompt: options.addGenerationPrompt ?? true,
-      ...(options.chatTemplate !== undefined ? { chat_template: options.chatTemplate } : {}),
+      tools: null,
+      documents: null,
+      ...this.templateTokens,
     });
-    return out as string;
   }
 
   /** Renders `messages` with the chat template and tokenises the result (prompt ids). */
