@@ -81,4 +81,71 @@ run('npm package (pack, install without a compiler, load the prebuild)', () => {
       console.log('esm ok');`;
     expect(execFileSync('node', ['--input-type=module', '-e', esm], { cwd: app, env, encoding: 'utf8' })).toMatch(/^esm ok/);
   });
+
+  it('installs the kernels and the pipeline without ONNX Runtime or transformers.js (--omit=optional) in at most 60 MB', () => {
+    // The tarball the test above packed, else pack it here (prepack builds dist/ and both prebuilds).
+    let tgz = fs.readdirSync(work).find((f) => /^mempo-.*\.tgz$/.test(f));
+    if (tgz === undefined) {
+      const packed = execFileSync('npm', ['pack', '--json', '--pack-destination', work], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+      tgz = (JSON.parse(packed.slice(packed.indexOf('['))) as { filename: string }[])[0]!.filename;
+    }
+    const app = path.join(work, 'kernels-only');
+    fs.mkdirSync(app);
+    fs.writeFileSync(path.join(app, 'package.json'), JSON.stringify({ name: 'kernels-only', version: '1.0.0', private: true }));
+    const env: NodeJS.ProcessEnv = { ...process.env, MEMPO_BACKEND: '' };
+    delete env.MEMPO_NATIVE_BINDING;
+    delete env.ONNXRUNTIME_NODE_INSTALL; // nothing of ONNX Runtime is installed, so nothing to skip
+    execFileSync('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--omit=optional', path.join(work, tgz)], { cwd: app, env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    const nm = path.join(app, 'node_modules');
+    for (const heavy of ['onnxruntime-node', 'onnxruntime-web', '@huggingface/transformers', 'sharp']) expect([heavy, fs.existsSync(path.join(nm, heavy))]).toEqual([heavy, false]);
+    const kib = Number(execFileSync('du', ['-sk', nm], { encoding: 'utf8' }).split('\t')[0]);
+    expect(kib).toBeGreaterThan(1024); // the package itself is in there
+    expect(kib).toBeLessThanOrEqual(60 * 1024);
+
+    const range = (JSON.parse(fs.readFileSync(path.join(nm, 'mempo', 'package.json'), 'utf8')) as { optionalDependencies: Record<string, string> }).optionalDependencies['onnxruntime-node']!;
+    const check = `
+      const assert = require('assert');
+      const m = require('mempo');
+      assert.deepStrictEqual(Object.keys(require.cache).filter((f) => /onnxruntime|@huggingface/.test(f)), []);
+      assert.strictEqual(m.backend(), 'native');
+      const B = 4, T = 6, uids = ['q', 'q', 'q', 'q'], scores = [1, 0, 1, 0];
+      const mask = new Uint8Array(B * T).fill(1);
+      const run = () => {
+        const advantages = m.grpoOutcomeAdvantage(scores, uids, mask, T);
+        const oldLogp = new Float32Array(B * T).map((_, i) => -0.1 - 0.01 * i);
+        const logp = oldLogp.map((x, i) => x + 0.05 * Math.sin(i));
+        const { loss, grad } = m.ppoPolicyLoss({ logp, oldLogp, advantages, mask, rows: B, cols: T });
+        return [...advantages, loss, ...grad];
+      };
+      const a = run();
+      m.setBackend('js');
+      const b = run();
+      assert.ok(a.some((x) => x !== 0));
+      for (let i = 0; i < a.length; i++) assert.ok(Math.abs(a[i] - b[i]) <= 1e-5 + 1e-5 * Math.abs(b[i]), i + ': ' + a[i] + ' vs ' + b[i]);
+      (async () => {
+        const err = await m.LocalModel.load(m.EMBEDDED.model()).then(() => null, (e) => e);
+        assert.ok(err instanceof m.MempoError && err.code === 'ERR_MISSING_DEPENDENCY', String(err));
+        assert.ok(err.message.includes('npm install onnxruntime-node@${range}'), err.message);
+        // The pipeline on the user's own engines, with the embedded tokenizer.
+        const tok = await m.Tokenizer.load(m.EMBEDDED.model());
+        const q = m.readQuestions(m.EMBEDDED.split('dev'))[0];
+        const gen = new m.ScriptedGenerator(tok, (tag) => (tag.round === 1
+          ? '<mem>none</mem><think>Find it.</think><search>' + q.question + '</search>'
+          : '<mem>found</mem><think>Done.</think><answer>' + q.golds[0] + '</answer>'));
+        const scorer = { score: async (items) => items.map((it) => new Float32Array(it.targetIds.length).fill(-0.5)) };
+        const { records } = await m.runPipeline({ questions: [q], generator: gen, scorer, retriever: m.Bm25Retriever.fromJsonl(m.EMBEDDED.corpus()), options: { rollout: { groupSize: 2 } } });
+        assert.deepStrictEqual(records.map((r) => [r.rounds.length, r.score]), [[2, 1], [2, 1]]);
+        assert.deepStrictEqual(Object.keys(require.cache).filter((f) => /onnxruntime-node|transformers/.test(f)), []);
+        console.log('kernels-only ok');
+      })().catch((e) => { console.error(e); process.exit(1); });`;
+    expect(execFileSync('node', ['-e', check], { cwd: app, env, encoding: 'utf8' })).toMatch(/^kernels-only ok/);
+
+    // The published types resolve without onnxruntime-node (ONNX Runtime's types come from onnxruntime-common), no skipLibCheck.
+    fs.writeFileSync(path.join(app, 'consumer.ts'), "import { KVCache, LocalModel, memoryRewards, type LoadOptions } from 'mempo';\nconst o: LoadOptions = { executionProviders: ['cpu'] };\nexport const used = [KVCache, LocalModel, memoryRewards, o];\n");
+    fs.writeFileSync(path.join(app, 'tsconfig.json'), JSON.stringify({
+      compilerOptions: { strict: true, module: 'node16', moduleResolution: 'node16', noEmit: true, typeRoots: [path.join(root, 'node_modules', '@types')], types: ['node'] },
+      files: ['consumer.ts'],
+    }));
+    execFileSync(process.execPath, [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', app], { cwd: app, encoding: 'utf8' });
+  });
 });
