@@ -7,6 +7,10 @@
  * CUDA) or its pure-JS twin.
  */
 
+// The declarations use Node's types (http.Server, ChildProcess): a consumer whose tsconfig lists
+// no "types" (as `tsc --init` writes since TypeScript 5.9) still gets them, from @types/node.
+/// <reference types="node" preserve="true" />
+
 // Kernels (src/kernels): outcome reward §3, memory reward §4, advantages §5, loss §6, the backend.
 export {
   backend, setBackend, nativeLoadErrors, nativeInfo, uploadToDevice, gatherLogProbsOnDevice,
@@ -51,7 +55,7 @@ export type { PipelineOptions, PipelineOptionsInput } from './options';
 export { PartialResultsError } from './contracts';
 export { MempoError, MempoPipelineError, MempoRuntimeError } from './errors';
 export type {
-  TextCodec, Generator, TargetScorer, GenerationRequest, GenerationOutput, ScoringItem, Retriever, RetrievedDoc,
+  TextCodec, Generator, TargetScorer, GenerationRequest, GenerateParams, GenerationOutput, GenerationFinish, RequestTag, ScoringItem, ScoringTag, ChatTurn, Retriever, RetrievedDoc,
   Question, Trajectory, RoundTrace, Snapshot, BatchRecord, BatchRound,
   Learner, LearnerSample, LearnerForwardOptions, LearnerInfo, OptimParams,
 } from './contracts';
