@@ -99,7 +99,7 @@ const pythons = process.env.MEMPO_PYTHON ? [process.env.MEMPO_PYTHON] : ['python
 const torchPython = pythons.find((py) => spawnSync(py, ['-c', 'import torch'], { stdio: 'ignore' }).status === 0);
 const needsTorch = (source) => /\bspawnLearner\b/.test(source);
 function skipForTorch(what) {
-  console.log(`SKIP ${what}: it starts the torch learner and no python3 here imports torch (Debian: apt-get install python3-torch)`);
+  console.log(`SKIP ${what}: it starts the torch learner and none of ${pythons.join(', ')} imports torch (Debian: apt-get install python3-torch)`);
 }
 
 /** Compiles .ts files as an ES module project would (nodenext, strict, no skipLibCheck) into outDir. */
