@@ -28,10 +28,12 @@ export type {
 // The protocol (src/protocol, §1, §7): the round grammar, the model's protocol ids, the context window.
 export { parseRoundOutput } from './protocol/round';
 export { resolveProtocolIds } from './protocol/special-ids';
+export { STOP_STRINGS } from './protocol/tags'; // what a Generator of your own stops at
 export { AgentMemory } from './protocol/agent-memory';
 export type { ParsedRoundOutput, Violation } from './protocol/round';
-export type { ProtocolTokenIds } from './protocol/special-ids';
-export type { AgentMemoryOptions, MemoryRecord } from './protocol/agent-memory';
+export type { ActionName, ViolationCode } from './protocol/grammar';
+export type { ProtocolTokenIds, IdCodec, IdConfig, RoundTag, StopString } from './protocol/special-ids';
+export type { AgentMemoryOptions, MemoryRecord, MemoryRecordType } from './protocol/agent-memory';
 
 // The pipeline (src/pipeline), one step a file: rollout §1-§2 → outcome reward §3 → snapshots §2 →
 // snapshot scoring and memory reward §4 → advantages §5 → batch §8; pipeline.ts wires them.
@@ -47,8 +49,10 @@ export { summarize, evalReport, formatEvalReport } from './pipeline/summary';
 export { resolveOptions, DEFAULTS } from './options';
 export type { AgentLoopInput, AgentLoopStats } from './pipeline/rollout';
 export type { TensorBatch } from './pipeline/batch';
-export type { PipelineInput, PipelineResult, PipelineBatch, PipelineStats, BatchScoringStats } from './pipeline/pipeline';
-export type { RunSummary, EvalReport } from './pipeline/summary';
+export type { PipelineInput, PipelineResult, PipelineBatch, PipelineStats, BatchScoringStats, ProgressSink, StageTimes } from './pipeline/pipeline';
+export type { RunSummary, EvalReport, EvalBucket } from './pipeline/summary';
+export type { AgentLoopHooks, RolloutTrajectory } from './pipeline/trajectory';
+export type { SnapshotScores } from './pipeline/snapshot-scoring';
 export type { PipelineOptions, PipelineOptionsInput } from './options';
 
 // What every layer shares (src/contracts/) and the one error class (src/errors.ts).
@@ -56,10 +60,10 @@ export { PartialResultsError } from './contracts';
 export { MempoError, MempoPipelineError, MempoRuntimeError } from './errors';
 export type {
   TextCodec, Generator, TargetScorer, GenerationRequest, GenerateParams, GenerationOutput, GenerationFinish, RequestTag, ScoringItem, ScoringTag, ChatTurn, Retriever, RetrievedDoc,
-  Question, Trajectory, RoundTrace, Snapshot, BatchRecord, BatchRound,
+  Question, Trajectory, TrajectoryState, RoundTrace, ObservationTrace, RoundViolation, RoundRewards, Snapshot, ScoredTrajectory, BatchRecord, BatchRound, DoneReason,
   Learner, LearnerSample, LearnerForwardOptions, LearnerInfo, OptimParams,
 } from './contracts';
-export type { MempoErrorCode, PipelineErrorCode, RuntimeErrorCode, LearnerErrorCode } from './errors';
+export type { MempoErrorCode, PipelineErrorCode, RuntimeErrorCode, ServerErrorCode, LearnerErrorCode } from './errors';
 
 // Engines: the embedded ONNX Runtime model (src/engines/local), inference servers (src/engines/http), a scripted fake.
 export { CausalLM } from './engines/local/causal-lm';
@@ -75,6 +79,10 @@ export type { ChatMessage, ChatTemplateOptions } from './engines/local/tokenizer
 export type { GenerateOptions, GenerationResult, GenerationStats, FinishReason, PromptInput } from './engines/local/generate';
 export type { ScoreItem, ScoreOptions, ScoreStats } from './engines/local/scorer';
 export type { SamplingParams } from './engines/local/sampler';
+export type { ForwardModel, GatherFn, GenerationWithStats, ScoresWithStats } from './engines/local/types';
+export type { LocalModelOptions } from './engines/local/local-model';
+export type { EndpointStats } from './engines/http/pool';
+export type { ScriptFn } from './engines/scripted';
 export type { ModelConfig, ModelIO } from './engines/local/model-dir';
 export type { HttpCompletionsOptions, CompletionsApi, BackendStats, WeightUpdateResult } from './engines/http/client';
 export type { ServerBackendConfig } from './engines/http/connect';
@@ -91,6 +99,7 @@ export { HttpLearner } from './learner/http-learner';
 export { spawnLearner, findPython, SpawnedLearner } from './learner/spawn';
 export type { TrainContext, TrainPhase } from './train/step';
 export type { TrainRun } from './train/loop';
+export type { ResumePoint, TrainerState } from './train/checkpoint';
 export type { UpdateStats } from './train/update';
 export type { TrainRow } from './train/samples';
 export type { TrainOptions, TrainOptionsInput, LossOptions, OptimOptions } from './train/options';
@@ -105,6 +114,8 @@ export { renderSearchObservation } from './retrieval/observation';
 export { createRetrievalServer } from './servers/retrieval-server';
 export { createCompletionsServer } from './servers/completions-server';
 export type { ObservationOptions } from './retrieval/observation';
+export type { Bm25Options } from './retrieval/bm25';
+export type { HttpRetrieverOptions } from './retrieval/http-retriever';
 export type { RetrievalServerOptions } from './servers/retrieval-server';
 export type { CompletionsServerOptions } from './servers/completions-server';
 
@@ -115,3 +126,4 @@ export { loadForResume } from './io/run-dir';
 export { renderReport } from './io/report';
 export { trainReportHtml } from './io/train-report';
 export type { ReportOptions } from './io/report';
+export type { ExistingRun, ResumeCheck } from './io/run-dir';

@@ -33,7 +33,7 @@ export interface TrainContext {
   /** Progress of the step's rollout. */
   rolloutProgress?: ProgressSink;
   /** The learner's context (LearnerInfo.maxContext): samples are cut to it (trainRows). */
-  maxContext?: number;
+  maxContext?: number | undefined;
 }
 
 /** The questions of step `step` (1-based): consecutive slices of the seeded order, wrapping around. */
