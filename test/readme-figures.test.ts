@@ -1,0 +1,69 @@
+/**
+ * The README's "Measured figures" table against the files it names as sources: each figure is
+ * formatted here from the source JSON and must appear in the table's row, so a rerun that
+ * changes a result and leaves the README behind fails. Not checked here: the npm start wall time
+ * (a log line, no file), the arms' step times and the 2N scoring-pass ratios (bench/README.md).
+ */
+import { readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+
+const ROOT = resolve(__dirname, '..');
+const json = (p: string) => JSON.parse(readFileSync(join(ROOT, p), 'utf8')) as Record<string, any>;
+const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+const table = readme.slice(readme.indexOf('## Measured figures'), readme.indexOf('## Read more'));
+const row = (what: string) => {
+  const line = table.split('\n').find((l) => l.startsWith(`| ${what}`));
+  if (line === undefined) throw new Error(`README "Measured figures" has no row starting "${what}"`);
+  return line;
+};
+const pct = (x: number) => (100 * x).toFixed(1);
+
+describe('README "Measured figures" agree with their sources', () => {
+  it('npm start: the summary.json shown in docs/experiments.md', () => {
+    const exp = readFileSync(join(ROOT, 'docs', 'experiments.md'), 'utf8');
+    const block = /```json\n(\{ "questions": 24,[\s\S]*?\})\n```/.exec(exp);
+    expect(block).not.toBeNull();
+    const s = JSON.parse(block![1]!) as { meanScore: number; formatValidRate: number; memoryReward: { mean: number; std: number; count: number } };
+    const r = row('`npm start`');
+    expect(r).toContain(`mean score ${s.meanScore.toFixed(3)}`);
+    expect(r).toContain(`${pct(s.formatValidRate)} % format-valid`);
+    expect(row('memory reward on that batch')).toContain(`${s.memoryReward.mean.toFixed(4)} ± ${s.memoryReward.std.toFixed(4)} over ${s.memoryReward.count} snapshots`);
+  });
+
+  it('the memory reward probes of that batch: results/probes-after.json', () => {
+    const p = json('results/probes-after.json');
+    const r = row('memory reward on that batch');
+    expect(r).toContain(`${p.memReward.mean.toFixed(4)} ±`);
+    expect(r).toContain(`P_full = 0 in ${pct(p.pFull.goldInContext.zeroShare)} % (${p.pFull.goldInContext.zero} of ${p.pFull.goldInContext.n})`);
+    expect(p.pMem.goldInContext.zero).toBe(0);
+    expect(r).toContain(`P_mem = 0 in none of the ${p.pMem.goldInContext.n}`);
+  });
+
+  it('400 unseen test questions: results/eval/base-{memory,full}.json', () => {
+    const m = json('results/eval/base-memory.json');
+    const f = json('results/eval/base-full.json');
+    const r = row('400 unseen test questions');
+    expect(m.questions).toBe(400);
+    expect(r).toContain(`exact match ${pct(m.em)} % (\`memory\` policy) / ${pct(f.em)} % (\`full\`)`);
+    const hops = ['1', '2', '3'].map((h) => (100 * m.byHops[h].em).toFixed(1).replace(/\.0$/, ''));
+    expect(r).toContain(`1/2/3 hops ${hops.join(' / ')} % under \`memory\``);
+    expect(r).toContain(`peak context ${Math.round(m.contextTokens.meanPeakPerQuestion)} against ${Math.round(f.contextTokens.meanPeakPerQuestion)} tokens`);
+  });
+
+  it('memory reward on 100 dev questions: results/eval/base-dev-probes.json', () => {
+    const p = json('results/eval/base-dev-probes.json');
+    const r = row('memory reward on 100 dev questions');
+    expect(r).toContain(`${p.memReward.mean.toFixed(3)} over ${p.snapshots} snapshots`);
+    expect(r).toContain(`P_full = 0 in ${pct(p.pFull.all.zeroShare)} % of all snapshots (${pct(p.pFull.goldInContext.zeroShare)} % of those whose full context holds the gold)`);
+  });
+
+  it('kernels, native against JS: bench/runs/2026-12-01-quiet.json', () => {
+    const b = json('bench/runs/2026-12-01-quiet.json');
+    const k = (name: string, shape: string) => (b.kernels as Array<Record<string, any>>).find((x) => x.name === name && String(x.shape).startsWith(shape))!;
+    const gather = k('gatherLogProbs', 'R=256 V=151936');
+    const r = row('kernels, native against JS');
+    expect(r).toContain(`\`gatherLogProbs\` ${gather.ratio.toFixed(1)}× (${Math.round(100 * gather.bandwidthShare)} % of read bandwidth)`);
+    expect(r).toContain(`fused advantage stage ${k('advantage stage', 'B=2048 T=4096 3 spans/traj, fused').ratio.toFixed(1)}×`);
+    expect(r).toContain(`${b.machine.cores}-core Xeon @ 2.80GHz VM, ${b.machine.simd === 'avx512' ? 'AVX-512' : b.machine.simd}`);
+  });
+});
