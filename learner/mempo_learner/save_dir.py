@@ -104,9 +104,10 @@ def write_dir(dest, what: str, write: Callable[[str], None]) -> str:
     dest, exists = check_dest(dest, what)
     tmp = f"{dest}.tmp-{os.getpid()}"
     try:
-        if os.path.isdir(tmp) and not os.path.islink(tmp):
-            shutil.rmtree(tmp)  # our pid's temp name: left by a learner with this pid that was killed mid-save
-        os.mkdir(tmp)  # anything else of that name (a file, a link) stays, and is named in the 400
+        os.mkdir(tmp)
+    except FileExistsError:  # never removed here: a killed save's is cleaned by `mempo train` on start
+        raise bad(f"{what}: {tmp} exists (left by a killed save?); the learner removes nothing it did not "
+                  "create in this save: remove it and retry") from None
     except OSError as e:
         raise os_error(f"{what} {dest}", e) from None
     try:

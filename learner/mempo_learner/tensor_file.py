@@ -17,6 +17,7 @@ DTYPES = {"F64": np.dtype("<f8"), "F32": np.dtype("<f4"), "F16": np.dtype("<f2")
           "I64": np.dtype("<i8"), "I32": np.dtype("<i4"), "U8": np.dtype("u1")}
 NAMES = {(dt.kind, dt.itemsize): name for name, dt in DTYPES.items()}
 MAX_HEADER = 100 << 20  # the safetensors library's own bound
+MAX_ELEMENTS = 2 ** 62  # any dimension numpy accepts stays below it
 METADATA = "__metadata__"
 
 
@@ -67,6 +68,8 @@ def _entry(path: str, name, e, data_size: int) -> Tuple[int, int, np.dtype, List
         raise fail(f"data_offsets [{b}, {end}] outside the {data_size} data bytes")
     if end - b != math.prod(shape) * dt.itemsize:  # Python integers: a shape of 2^70 cannot wrap
         raise fail(f"{end - b} bytes do not hold {e['dtype']} {shape}")
+    if math.prod(max(d, 1) for d in shape) > MAX_ELEMENTS:  # [0, 2^70] holds 0 bytes, but numpy refuses its shape
+        raise fail(f"shape {shape} is over {MAX_ELEMENTS} elements")
     return b, end, dt, shape
 
 

@@ -277,6 +277,7 @@ class CheckpointTest(unittest.TestCase):
             ("dtype", header(lambda h: h[f"exp_avg/{p1}"].update(dtype="I32")), f"tensor exp_avg/{p1}: int32 [256], expected float32 [256]"),
             ("unknown dtype", header(lambda h: h[f"exp_avg/{p1}"].update(dtype="F8")), f"tensor exp_avg/{p1}: dtype 'F8'"),
             ("shape 2^70", header(lambda h: h[f"exp_avg/{p1}"].update(shape=[2 ** 70])), f"tensor exp_avg/{p1}: 1024 bytes do not hold F32 [{2 ** 70}]"),
+            ("zero beside 2^70", header(lambda h: h.__setitem__("z", {"dtype": "F32", "shape": [0, 2 ** 70], "data_offsets": [0, 0]})), f"tensor z: shape [0, {2 ** 70}] is over {2 ** 62} elements"),
             ("offsets past the end", header(lambda h: h["rng/cpu"].update(data_offsets=[0, 2 ** 40])), "tensor rng/cpu: data_offsets [0, 1099511627776] outside"),
             ("overlap", overlap, "contiguous, no overlap"),
             ("extra entry key", header(lambda h: h["rng/cpu"].update(code="os.system")), "tensor rng/cpu: the header entry is not"),
@@ -353,6 +354,14 @@ class SaveDirTest(unittest.TestCase):
             for m in msgs:
                 self.assertIn(m, cm.exception.message)
             self.assertEqual(snapshot(parent), before)  # byte for byte; no .tmp-, no .old- beside it
+
+    def test_an_existing_temp_name_is_refused_not_removed(self):
+        dest = os.path.join(self.tmp, "w")
+        tmp = f"{dest}.tmp-{os.getpid()}"
+        os.mkdir(tmp)
+        with open(os.path.join(tmp, "keep.txt"), "w") as f:
+            f.write("not the learner's\n")
+        self.assert_refused(dest, f"{tmp} exists", "removes nothing it did not create")
 
     def test_a_directory_of_unrelated_files_is_left_alone(self):
         d = os.path.join(self.tmp, "mine")
