@@ -10,6 +10,7 @@ import { closeSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, write
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { MempoError } from '../errors';
+import { alive } from './write';
 
 export const LOCK_FILE = '.lock';
 
@@ -44,19 +45,10 @@ function procStart(pid: number): number | undefined {
   }
 }
 
-function running(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 /** Whether the process that wrote `h` is certainly gone (a lock of another host never is). */
 function stale(h: LockHolder): boolean {
   if (h.host !== hostname()) return false;
-  if (!running(h.pid)) return true;
+  if (!alive(h.pid)) return true;
   const now = procStart(h.pid);
   return h.procStart !== undefined && now !== undefined && now !== h.procStart;
 }
