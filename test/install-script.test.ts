@@ -45,3 +45,19 @@ test('without a prebuild or a toolchain, install exits 0 and the JS twin runs, s
   expect(got.p).toBeCloseTo(0.75, 6);
   expect(got.errors.at(-1)).toBe(`npm install: ${install.stderr.replace(/^mempo: /, '').trim()}`);
 });
+
+test('when npm skipped the install script (npm >= 11 without approval), the load errors say so and how to approve it', () => {
+  if (!existsSync(join(ROOT, 'dist', 'index.js'))) throw new Error('dist/ is missing: run npm run build:ts first');
+  const pkg = mkdtempSync(join(tmpdir(), 'mempo-noscript-'));
+  cpSync(join(ROOT, 'dist'), join(pkg, 'dist'), { recursive: true });
+  symlinkSync(join(ROOT, 'node_modules'), join(pkg, 'node_modules'));
+  writeFileSync(join(pkg, 'package.json'), JSON.stringify({ name: 'mempo', version: '0.0.0', main: './dist/index.js' }));
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const k of ['MEMPO_NATIVE_BINDING', 'MEMPO_BACKEND']) delete env[k];
+  const check = `const m = require(${JSON.stringify(pkg)}); console.log(JSON.stringify({ backend: m.backend(), errors: m.nativeLoadErrors() }));`;
+  const run = spawnSync(process.execPath, ['-e', check], { cwd: pkg, env, encoding: 'utf8' });
+  expect(run.stderr).toBe('');
+  const got = JSON.parse(run.stdout) as { backend: string; errors: string[] };
+  expect(got.backend).toBe('js');
+  expect(got.errors.at(-1)).toMatch(/^no addon loads on \S+ and mempo's install script did not run .*npm install-scripts approve mempo && npm rebuild mempo$/);
+});

@@ -40,6 +40,18 @@ run('npm package (pack, install without a compiler, load the prebuild)', () => {
     }
     expect(cited.size).toBeGreaterThan(3);
     expect([...cited].filter((d) => !files.includes(d))).toEqual([]);
+    // Every relative link of a shipped Markdown page ([text](target), images too) leads to a file or
+    // folder the user installed: repository-only pages (docs/experiments.md, bench/, training/) are named, not linked.
+    const broken: string[] = [];
+    for (const page of files.filter((f) => f.endsWith('.md'))) {
+      for (const m of fs.readFileSync(path.join(root, page), 'utf8').matchAll(/\]\(([^)\s#]+)[^)]*\)/g)) {
+        const target = m[1]!;
+        if (/^[a-z]+:/i.test(target)) continue; // https:, mailto:
+        const resolved = path.posix.normalize(path.posix.join(path.posix.dirname(page), target)).replace(/\/$/, '');
+        if (!files.some((f) => f === resolved || f.startsWith(`${resolved}/`))) broken.push(`${page}: ${target}`);
+      }
+    }
+    expect(broken).toEqual([]);
 
     // Compilers and make that fail loudly: an install that tries to compile cannot pass quietly.
     const shims = path.join(work, 'no-compilers');

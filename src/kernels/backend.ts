@@ -55,6 +55,13 @@ function tryLoad(): LoadResult {
   // What `npm install` chose when neither a prebuild nor a source build worked (scripts/install.js).
   const status = path.join(packageRoot, 'build', 'install-status.txt');
   if (existsSync(status)) errors.push(`npm install: ${readFileSync(status, 'utf8').trim()}`);
+  else if (!existsSync(path.join(packageRoot, 'build'))) {
+    // No prebuild here and scripts/install.js never ran: npm >= 11 skips a dependency's install script until it is approved.
+    errors.push(
+      `no addon loads on ${process.platform}-${process.arch} and mempo's install script did not run (npm >= 11 runs a dependency's ` +
+        'install script only once approved); the kernels run on the pure-JS twin. For the native ones: npm install-scripts approve mempo && npm rebuild mempo',
+    );
+  }
   return { addon: null, errors };
 }
 
