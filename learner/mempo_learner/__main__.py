@@ -1,8 +1,11 @@
 """python -m mempo_learner --model DIR [--host 127.0.0.1] [--port 0] [--token T] [--seed S]
 [--device auto|cpu|cuda] [--dtype auto|fp32|bf16] [--threads N] [--parent-pid PID] [--log-requests]
 [--max-connections N] [--header-timeout S] [--body-timeout S] [--idle-timeout S]
+[--nproc N] [--collective-timeout S]
 
-Prints {"event": "listening", "url": ...} on stdout once it serves; logs to stderr."""
+Prints {"event": "listening", "url": ...} on stdout once it serves; logs to stderr. Several
+processes (dist.py): --nproc N spawns ranks 1..N-1 here, or a launcher starts every rank with
+RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (and LOCAL_RANK) set; rank 0 serves."""
 import argparse
 import ipaddress
 import json
@@ -66,7 +69,8 @@ def parse(argv):
     ap.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     ap.add_argument("--dtype", choices=["auto", "fp32", "bf16"], default="auto",
                     help="auto: bf16 on a CUDA device that has it, else fp32; bf16 is CUDA only")
-    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch CPU threads")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch CPU threads per process (default: the host's cores shared among --nproc)")
     ap.add_argument("--parent-pid", type=int, default=None,
                     help="exit when this process is gone (mempo passes its own pid: a killed trainer leaves no learner behind)")
     ap.add_argument("--log-requests", action="store_true", help="one stderr line per request")
@@ -79,12 +83,35 @@ def parse(argv):
                     help="longest pause, in seconds, inside a request's body (408 after)")
     ap.add_argument("--idle-timeout", type=float, default=d.idle_timeout,
                     help="seconds a kept-alive connection may wait without a request, or leave its answer unread")
+    ap.add_argument("--nproc", type=int, default=1,
+                    help="processes (ranks) on this host: one per device; rank 0 serves, the others are spawned here")
+    ap.add_argument("--collective-timeout", type=float, default=600.0,
+                    help="seconds a rank waits for the others in a collective before the request fails naming the late rank")
     a = ap.parse_args(argv)
     a.token = a.token or os.environ.get("MEMPO_LEARNER_TOKEN") or None
     if not is_loopback(a.host) and a.token is None:
         ap.error(f"--host {a.host} is not a loopback address: give --token (or MEMPO_LEARNER_TOKEN)")
+    a.rank, a.world = 0, a.nproc
+    env_world = os.environ.get("WORLD_SIZE")
+    if a.nproc < 1:
+        ap.error("--nproc must be at least 1")
+    if env_world is not None and env_world != "1":
+        if a.nproc != 1:
+            ap.error(f"--nproc {a.nproc} with WORLD_SIZE={env_world} set: a launcher started the ranks already; give one of them")
+        try:
+            a.world, a.rank = int(env_world), int(os.environ["RANK"])
+            a.master = (os.environ.get("MASTER_ADDR", "127.0.0.1"), int(os.environ["MASTER_PORT"]))
+            a.local_rank = int(os.environ.get("LOCAL_RANK", a.rank))
+        except (KeyError, ValueError) as e:
+            ap.error(f"WORLD_SIZE={env_world} needs integer RANK and MASTER_PORT (and MASTER_ADDR): {e}")
+        if not (a.world >= 2 and 0 <= a.rank < a.world):
+            ap.error(f"RANK={a.rank} is not in [0, WORLD_SIZE={a.world})")
+    if a.threads is None:
+        a.threads = max(1, (os.cpu_count() or 1) // a.nproc)
     if a.threads < 1:
         ap.error("--threads must be at least 1")
+    if not (0 < a.collective_timeout < 1e6):
+        ap.error(f"--collective-timeout must be a positive number of seconds, received {a.collective_timeout}")
     if a.max_connections < 1:
         ap.error("--max-connections must be at least 1")
     for k in ("header_timeout", "body_timeout", "idle_timeout"):
@@ -112,16 +139,35 @@ def main(argv=None) -> int:
     if dtype == "auto":
         dtype = "bf16" if device == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
     torch.use_deterministic_algorithms(True, warn_only=True)
+    if a.world > 1 and device == "cuda":  # one process per device
+        local = a.local_rank if hasattr(a, "local_rank") else a.rank
+        device = f"cuda:{local % torch.cuda.device_count()}"
+    cfg = {"model": a.model, "seed": a.seed, "device": device, "dtype": dtype, "threads": a.threads,
+           "world": a.world, "timeout": a.collective_timeout}
+    if a.rank != 0:  # started by a launcher: no HTTP, rank 0's commands until it is gone
+        from .dist import run_worker
+        return run_worker(a.rank, dict(cfg, host=a.master[0], port=a.master[1]))
+    group = None
     try:
-        learner = Learner(a.model, device=device, dtype=dtype, seed=a.seed)
+        if a.world > 1:
+            group = start_group(a, cfg)
+            from .dist import DistLearner
+            learner = DistLearner(a.model, group, device=device, dtype=dtype, seed=a.seed)
+            group.join()
+        else:
+            learner = Learner(a.model, device=device, dtype=dtype, seed=a.seed)
         server = LearnerServer((a.host, a.port), learner, a.token, log_requests=a.log_requests, limits=a.limits)
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RuntimeError) as e:
         log(f"error: {e}")
+        for p in group.procs if group is not None else []:
+            p.kill()
         return 1
     host, port = server.server_address[:2]
     shown = f"[{host}]" if ":" in host else host
     log(f"{learner.model.kind} from {a.model}: {learner.info()['parameters']} parameters on {device} ({dtype}), "
-        f"{a.threads} threads")
+        f"{a.threads} threads" + (f", rank 0 of {a.world} ({group.backend})" if group is not None else ""))
+    for r, p in enumerate(group.procs if group is not None else [], start=1):
+        log(f"rank {r}: pid {p.pid}")
     signal.signal(signal.SIGTERM, lambda *_: server.stop())
     if a.parent_pid is not None:
         watch_parent(a.parent_pid, log)
@@ -132,8 +178,24 @@ def main(argv=None) -> int:
         pass
     finally:
         server.server_close()
-    log("stopped")
-    return 0
+        if group is not None:
+            learner.shutdown()
+    broken = getattr(learner, "broken", None)
+    log("stopped" if broken is None else "stopped: a rank failed")
+    return 0 if broken is None else 1
+
+
+def start_group(a, cfg):
+    """Rank 0's store and, with --nproc, ranks 1..N-1 spawned here (torch.multiprocessing)."""
+    from .dist import Group, spawned_rank
+    if a.nproc == 1:  # a launcher starts the other ranks
+        return Group.connect(0, a.world, a.master[0], a.master[1], cfg["device"], a.collective_timeout)
+    import torch.multiprocessing as mp
+    group = Group.connect(0, a.world, "127.0.0.1", 0, cfg["device"], a.collective_timeout)
+    ctx = mp.spawn(spawned_rank, args=(dict(cfg, host="127.0.0.1", port=group.store.port),),
+                   nprocs=a.world - 1, join=False, daemon=True)
+    group.procs, group.context = list(ctx.processes), ctx  # the context holds what the ranks read at start
+    return group
 
 
 if __name__ == "__main__":

@@ -55,6 +55,8 @@ class Learner:
         self.opt = torch.optim.AdamW(self.params, lr=0.0)
         self.reference_dir = os.path.abspath(model_dir)
         self.reference = None
+        # data parallel (dist.py): this process computes its share of every chunk's rows
+        self.rank, self.world = 0, 1
         self.step = 0
         self.next_id = 1
         # (forward_id, logp size, tokens, [(chunk logp with its graph, where it goes in logp)])
@@ -63,7 +65,8 @@ class Learner:
     def info(self) -> dict:
         return {"protocol": PROTOCOL, "learner": f"mempo_learner (torch, {self.model.kind})",
                 "model": self.model.model_dir, "parameters": sum(p.numel() for p in self.params),
-                "device": str(self.device), "dtype": self.dtype, "step": self.step, "torch": torch.__version__}
+                "device": str(self.device), "dtype": self.dtype, "step": self.step, "torch": torch.__version__,
+                "processes": self.world}
 
     def _policy(self, name: str):
         if name == "current":
@@ -91,6 +94,19 @@ class Learner:
                 chunks.append([i])
         return chunks
 
+    def _plan(self, lengths: np.ndarray) -> List[Tuple[List[int], int]]:
+        """This rank's (samples, padded length) per chunk of the whole request: the rows of every
+        chunk dealt round the ranks, the turn carried from chunk to chunk so that one-sample chunks
+        spread too. A row keeps its chunk's padded length, so each log-prob is computed on the same
+        shapes as by one process (trimming the padding moves them by ~3e-6)."""
+        plan, turn = [], 0
+        for chunk in self._chunks(lengths):
+            mine = [i for j, i in enumerate(chunk) if (turn + j) % self.world == self.rank]
+            turn += len(chunk)
+            if mine:
+                plan.append((mine, int(lengths[chunk[0]])))
+        return plan
+
     def _check_samples(self, ids, lengths, starts) -> None:
         for name, a in (("ids", ids), ("lengths", lengths), ("target_start", starts)):
             if a is None:
@@ -114,20 +130,25 @@ class Learner:
         if out.size:
             raise bad(f"forward: ids[{int(out[0])}] = {int(ids[out[0]])} is not a token id (vocabulary {self.model.vocab_size})")
 
-    def forward(self, ids, lengths, starts, policy: str = "current", grad: bool = False):
-        """(forward_id, logp F32 [sum(lengths - starts)], tokens); with grad the graph is kept."""
+    def check_forward(self, ids, lengths, starts, policy, grad) -> None:
         if not isinstance(grad, bool):
             raise bad(f"forward: grad must be true or false, received {grad!r}")
         self._check_samples(ids, lengths, starts)
+        if policy not in ("current", "reference"):
+            raise bad(f"forward: policy must be \"current\" or \"reference\", received {policy!r}")
         if grad and policy != "current":
             raise bad("forward: grad is only for the current policy (the reference is frozen)")
+
+    def forward(self, ids, lengths, starts, policy: str = "current", grad: bool = False):
+        """(forward_id, logp F32 [sum(lengths - starts)], tokens); with grad the graph is kept.
+        With several ranks, logp holds this rank's samples and zeros elsewhere."""
+        self.check_forward(ids, lengths, starts, policy, grad)
         lm = self._policy(policy)
         begin = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
         out_at = np.concatenate([[0], np.cumsum(lengths - starts, dtype=np.int64)])
-        logp = np.empty(int(out_at[-1]), dtype=np.float32)
+        logp = np.zeros(int(out_at[-1]), dtype=np.float32)
         pieces = []
-        for chunk in self._chunks(lengths):
-            T = int(lengths[chunk[0]])
+        for chunk, T in self._plan(lengths):
             tok = np.zeros((len(chunk), T), dtype=np.int64)
             mask = np.zeros((len(chunk), T), dtype=np.int64)
             rows, dest, tgt = [], [], []
@@ -154,22 +175,26 @@ class Learner:
             self.pending = (fid, logp.size, int(ids.size), pieces)
         return fid, logp, int(ids.size)
 
-    def backward(self, forward_id, grad) -> int:
-        """Accumulates d(sum grad * logp)/d(params) for the pending forward, then releases it;
-        returns that forward's token count."""
+    def check_backward(self, forward_id, grad) -> None:
         if isinstance(forward_id, bool) or not isinstance(forward_id, int):
             raise bad(f"backward: forward_id must be an integer, received {forward_id!r}")
         if self.pending is None or self.pending[0] != forward_id:
             last = "none pending" if self.pending is None else f"the pending one is {self.pending[0]}"
             raise LearnerError("stale_forward", f"backward: forward_id {forward_id} is not the last forward "
                                f"with grad that has not been back-propagated ({last})", 409)
-        fid, n, tokens, pieces = self.pending
+        fid, n = self.pending[:2]
         if grad is None or grad.dtype != np.float32 or grad.ndim != 1 or grad.size != n:
             what = "none" if grad is None else f"{grad.dtype} {list(grad.shape)}"
             raise bad(f"backward: grad must be F32 [{n}] (forward {fid}'s logp), received {what}")
         bad_at = np.nonzero(~np.isfinite(grad))[0]
         if bad_at.size:
             raise bad(f"backward: grad[{int(bad_at[0])}] = {grad[bad_at[0]]} is not finite")
+
+    def backward(self, forward_id, grad) -> int:
+        """Accumulates d(sum grad * logp)/d(params) for the pending forward, then releases it;
+        returns that forward's token count."""
+        self.check_backward(forward_id, grad)
+        _, _, tokens, pieces = self.pending
         self.pending = None
         if pieces:
             gs = [torch.from_numpy(grad[d]).to(self.device) for _, d in pieces]
@@ -178,6 +203,11 @@ class Learner:
 
     def optim_step(self, p: dict) -> float:
         """Clips (max_grad_norm 0: none), one AdamW step, zeroes the gradients; the norm before clipping."""
+        return self.step_with(self.check_optim(p))
+
+    @staticmethod
+    def check_optim(p: dict) -> dict:
+        """optim_step's parameters, checked: {lr, weight_decay, max_grad_norm, betas, eps}."""
         if not isinstance(p, dict):
             raise bad("optim_step: the body must be a JSON object")
         lr = _number(p, "lr", 0.0)
@@ -191,7 +221,15 @@ class Learner:
         b2 = _number({"betas[1]": betas[1]}, "betas[1]", 0.0, 1.0)
         if b1 >= 1.0 or b2 >= 1.0:
             raise bad(f"optim_step: betas {betas} must be below 1")
+        return {"lr": lr, "weight_decay": wd, "max_grad_norm": clip, "betas": [b1, b2], "eps": eps}
+
+    def reduce_grads(self) -> None:
+        """Sums the ranks' gradients (dist.py); one process has nothing to add."""
+
+    def step_with(self, p: dict) -> float:
+        lr, wd, clip, (b1, b2), eps = (p[k] for k in ("lr", "weight_decay", "max_grad_norm", "betas", "eps"))
         self.pending = None  # its graph holds the weights this step replaces
+        self.reduce_grads()
         norm = float(torch.nn.utils.clip_grad_norm_(self.params, clip if clip > 0 else math.inf))
         if not math.isfinite(norm):
             self.opt.zero_grad(set_to_none=True)

@@ -305,7 +305,8 @@ class LearnerServer:
             log("".join(traceback.format_exception(type(e), e, e.__traceback__)))
             err = LearnerError("internal", f"{type(e).__name__}: {e}", 500)
             status, out, out_type = 500, _error_json(err), "application/json"
-        shutdown = path == "/shutdown" and status == 200
+        # a rank failed (dist.py): the group cannot go on, so the answer is the last one
+        shutdown = (path == "/shutdown" and status == 200) or getattr(self.learner, "broken", None) is not None
         await self._answer(conn, status, out, out_type, keep and not shutdown, method, target)
         if shutdown:
             conn.writer.close()
@@ -420,6 +421,8 @@ class LearnerServer:
         j = _json_body(body, what, allow_empty=path == "/shutdown")
         if path == "/optim_step":
             out = {"grad_norm": ln.optim_step(j), "step": ln.step}
+            if ln.world > 1:  # time in collectives since the previous step (dist.py)
+                out["comm_ms"] = round(ln.last_comm_ms, 3)
         elif path == "/save_weights":
             out = {"dir": ln.save_weights(check_dir(j.get("dir"), what))}
         elif path == "/save_checkpoint":
