@@ -1,6 +1,7 @@
 /** The `mempo train` command's flags (docs/algorithm.md §9, docs/learner.md) → TrainSettings. */
 import { Command, Option } from 'commander';
 import { EMBEDDED } from '../paths';
+import { MempoError } from '../errors';
 import { AGG_MODES, KL_TYPES } from '../kernels/ppo-policy-loss';
 import { resolveTrainOptions, trainSchema } from '../train/options';
 import { int, num } from './options';
@@ -31,7 +32,8 @@ export function trainCommand(io: RunIO, onDone: (code: number) => void, inputs: 
     .option('--clip-high <x>', 'PPO clip above 1', nonNeg, D.loss.clipHigh)
     .option('--clip-c <x>', 'dual clip for negative advantages', pos, D.loss.clipC)
     .addOption(new Option('--agg-mode <m>', 'loss aggregation').choices([...AGG_MODES]).default(D.loss.aggMode))
-    .addOption(new Option('--old-logp <from>', "[decided] old log-probs: recomputed by the 'learner' or the 'sampler's").choices(['learner', 'sampler']).default(D.oldLogp))
+    .addOption(new Option('--old-logp <from>', "[decided] old log-probs: recomputed by the 'learner' or the 'sampler's (the sampler's with --async-level above 0)").choices(['learner', 'sampler']).default(D.oldLogp))
+    .option('--async-level <n>', 'overlap steps: step k samples with the weights of step k-1-n while the learner updates (0 = one step after another)', int(0), D.asyncLevel)
     .option('--eval-every <n>', 'evaluate on the dev slice (memory policy, greedy) every n steps; 0 = never', int(0), D.evalEvery)
     .option('--eval-questions <n>', 'questions of the dev slice', int(1), D.evalQuestions)
     .option('--eval-file <file>', 'dev questions JSONL (default: the embedded dev split)')
@@ -48,9 +50,13 @@ export function trainCommand(io: RunIO, onDone: (code: number) => void, inputs: 
     .exitOverride()
     .action(async (o: Record<string, unknown>) => {
       const run = runSettings(o);
+      const asyncLevel = o['asyncLevel'] as number;
+      if (asyncLevel > 0 && cmd.getOptionValueSource('oldLogp') === 'cli' && o['oldLogp'] === 'learner') {
+        throw new MempoError('ERR_INVALID_OPTION', `--old-logp learner cannot go with --async-level ${asyncLevel}: an overlapped step's rows were sampled by older weights than the learner's, so the PPO ratio is taken against the sampler's log-probs (--old-logp sampler)`);
+      }
       const train = resolveTrainOptions({
         steps: o['steps'], questionsPerStep: o['questionsPerStep'], ppoEpochs: o['ppoEpochs'], miniBatches: o['miniBatches'],
-        microBatchTokens: o['microBatchTokens'], oldLogp: o['oldLogp'], evalEvery: o['evalEvery'], evalQuestions: o['evalQuestions'],
+        microBatchTokens: o['microBatchTokens'], oldLogp: asyncLevel > 0 ? 'sampler' : o['oldLogp'], asyncLevel, evalEvery: o['evalEvery'], evalQuestions: o['evalQuestions'],
         checkpointEvery: o['checkpointEvery'], keepCheckpoints: o['keepCheckpoints'], seed: run.options.rollout.seed,
         loss: { clipLow: o['clipLow'], clipHigh: o['clipHigh'], clipC: o['clipC'], aggMode: o['aggMode'], klCoef: o['klCoef'], klType: o['klType'] },
         optim: { lr: o['lr'], weightDecay: o['weightDecay'], maxGradNorm: o['maxGradNorm'] },

@@ -162,6 +162,7 @@ async function train(
         pipeline: s.run.options, train: s.train,
         dev: dropOverlong(run.dev, engine.engine, s.run.options, s.evalQuestions, warn),
         onPhase: progress.onPhase,
+        ...(engine.local === null ? {} : { baseWeights: s.run.model }),
         ...(info.maxContext === undefined ? {} : { maxContext: info.maxContext }),
       },
       {

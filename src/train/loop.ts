@@ -4,14 +4,16 @@
  * complete checkpoint that verifies (`resumePoint`: its files, and the run's settings and data,
  * src/train/checkpoint.ts), and with the same seed reproduces the uninterrupted run's metrics (each
  * step samples with mixSeed(seed, step); the learner restores its weights, optimiser and RNG).
+ * `train.asyncLevel` > 0 overlaps the rollouts with the updates (src/train/overlap.ts).
  */
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Question } from '../contracts';
 import { MempoError } from '../errors';
 import { JsonlWriter, writeFileAtomic } from '../io/write';
-import { checkpointDir, ensureRunDir, finishCheckpoint, metricsPath, pruneCheckpoints, readMetrics, resumePoint, runContents, trainSettings, type ResumePoint } from './checkpoint';
+import { checkpointDir, checkpoints, ensureRunDir, finishCheckpoint, metricsPath, pruneCheckpoints, readMetrics, resumePoint, runContents, trainSettings, verifyCheckpoint, type ResumePoint } from './checkpoint';
 import { evalMetrics, type StepMetrics } from './metrics';
+import { runOverlapped } from './overlap';
 import { evaluate, runStep, stepQuestions, type TrainContext } from './step';
 
 export interface TrainRun {
@@ -118,16 +120,27 @@ export async function runTraining(ctx: TrainContext, run_: TrainRun): Promise<St
     await save(run.out, dir, (d) => ctx.learner.saveCheckpoint(d));
     return dir;
   };
-  for (let step = start; step <= o.steps; step++) {
-    const m = await runStep(ctx, step, stepQuestions(run.order, step, o.questionsPerStep), saveWeights);
+  const commit = (m: StepMetrics) => {
     appendLine(file, m);
     // Complete only once its metrics line is in: a kill before this redoes the step from the previous checkpoint.
-    if (existsSync(checkpointDir(run.out, step))) {
-      finishCheckpoint(checkpointDir(run.out, step), { step, seed: o.seed, settings });
+    if (existsSync(checkpointDir(run.out, m.step))) {
+      finishCheckpoint(checkpointDir(run.out, m.step), { step: m.step, seed: o.seed, settings });
       pruneCheckpoints(run.out, o.keepCheckpoints);
     }
     metrics.push(m);
     run.onStepDone?.(m, metrics);
+  };
+  if (o.asyncLevel > 0) {
+    await runOverlapped(ctx, { start, order: run.order, priorWeights: (v) => priorWeights(ctx, run.out, v), saveWeights, commit, notice: run.notice ?? (() => undefined) });
+    return metrics;
   }
+  for (let step = start; step <= o.steps; step++) commit(await runStep(ctx, step, stepQuestions(run.order, step, o.questionsPerStep), saveWeights));
   return metrics;
+}
+
+/** Version v's model directory for a resumed overlapped run: the starting model for 0, else checkpoint v when complete and verified; null when gone. */
+function priorWeights(ctx: TrainContext, out: string, v: number): string | null {
+  if (v === 0) return ctx.baseWeights ?? null;
+  const c = checkpoints(out).find((x) => x.step === v);
+  return c !== undefined && verifyCheckpoint(c.dir, c.state).length === 0 ? c.dir : null;
 }

@@ -34,6 +34,8 @@ export interface StepMetrics {
   /** Wall time per phase (ms): rollout, scoring, learner forward / backward, optimiser, sync, eval, checkpoint, total. */
   wallMs: Record<string, number>;
   eval: { em: number; score: number; byHops: Record<string, number>; byObjectives: Record<string, number> } | null;
+  /** Overlapped steps only (asyncLevel > 0): the weight version that sampled every round of the step (v = after v updates). */
+  samplerVersion?: number;
 }
 
 function moments(xs: readonly number[]): Moments {

@@ -55,9 +55,18 @@ export const trainSchema = z.object({
   keepCheckpoints: posInt().default(2),
   /** Seed of the question order, the mini-batch shuffles and the learner; step k samples with mixSeed(seed, k). */
   seed: nonNegInt().default(0),
+  /**
+   * Overlapped steps (src/train/overlap.ts): step k samples with the weights of step k − 1 − asyncLevel
+   * while the learner updates on earlier steps; 0 = one step after another. Above 0 the old
+   * log-probs must be the sampler's (the weights that sampled a row are no longer the learner's).
+   */
+  asyncLevel: nonNegInt().default(0),
   loss: lossSchema.prefault({}),
   optim: optimSchema.prefault({}),
-}).strict();
+}).strict().refine((o) => o.asyncLevel === 0 || o.oldLogp === 'sampler', {
+  path: ['oldLogp'],
+  message: "asyncLevel above 0 needs oldLogp 'sampler': the PPO ratio must be taken against the weights that sampled each row, which the learner no longer holds",
+});
 
 export type LossOptions = z.output<typeof lossSchema>;
 export type OptimOptions = z.output<typeof optimSchema>;

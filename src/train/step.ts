@@ -4,14 +4,14 @@
  * pipeline, update the policy on the learner (§6), write the new weights and hand them to the
  * rollout engines, and evaluate on the dev slice when it is time.
  */
-import type { Generator, Learner, Question, Retriever, TargetScorer } from '../contracts';
+import type { BatchRecord, Generator, Learner, Question, Retriever, TargetScorer } from '../contracts';
 import { runPipeline, type ProgressSink } from '../pipeline/pipeline';
 import { evalReport } from '../pipeline/summary';
 import type { PipelineOptions } from '../options';
 import { mixSeed } from '../rng';
 import { timed } from '../util';
-import { trainRows } from './samples';
-import { policyUpdate } from './update';
+import { trainRows, type TrainRow } from './samples';
+import { policyUpdate, type UpdateStats } from './update';
 import { batchMetrics, evalMetrics, updateMetrics, type StepMetrics } from './metrics';
 import type { TrainOptions } from './options';
 
@@ -34,6 +34,11 @@ export interface TrainContext {
   rolloutProgress?: ProgressSink;
   /** The learner's context (LearnerInfo.maxContext): samples are cut to it (trainRows). */
   maxContext?: number | undefined;
+  /**
+   * The starting weights' model directory (version 0), for an overlapped run resumed within its
+   * first steps (src/train/overlap.ts); unknown: such a run samples with the checkpoint's weights.
+   */
+  baseWeights?: string | undefined;
 }
 
 /** The questions of step `step` (1-based): consecutive slices of the seeded order, wrapping around. */
@@ -55,45 +60,51 @@ export async function evaluate(ctx: TrainContext, step: number): Promise<ReturnT
   return evalReport(records);
 }
 
-/**
- * Runs step `step` and returns its metrics. `saveWeights(step)` has the learner write the new
- * weights (a checkpoint, or weights/) and returns the directory the engines then load.
- */
-export async function runStep(ctx: TrainContext, step: number, questions: readonly Question[], saveWeights: (step: number) => Promise<string>): Promise<StepMetrics> {
-  const wall: Record<string, number> = {};
-  const t0 = performance.now();
+/** A step's sampled batch, before the update: what the rollout engines produced and what the learner will train on. */
+export interface StepRollout {
+  step: number;
+  records: BatchRecord[];
+  rows: TrainRow[];
+  /** Rollout and scoring wall times (ms). */
+  wall: Record<string, number>;
+}
+
+/** Samples step `step`'s questions × n with the weights the engines hold now (`full` policy, seed mixSeed(seed, step)), scores them and builds the rows. */
+export async function rolloutStep(ctx: TrainContext, step: number, questions: readonly Question[]): Promise<StepRollout> {
   ctx.onPhase?.(step, 'rollout');
   const options: PipelineOptions = { ...ctx.pipeline, rollout: { ...ctx.pipeline.rollout, context: 'full', seed: mixSeed(ctx.train.seed, step) } };
   const run = await runPipeline({ questions, generator: ctx.generator, scorer: ctx.scorer, retriever: ctx.retriever, options, progress: ctx.rolloutProgress });
   const times = run.stats.times;
-  wall['rollout'] = Math.round(times.generateMs + times.toolMs);
-  wall['scoring'] = Math.round(times.scoreMs + times.advantageMs);
-  const rows = trainRows(run.records, ctx.maxContext);
+  const wall = { rollout: Math.round(times.generateMs + times.toolMs), scoring: Math.round(times.scoreMs + times.advantageMs) };
+  return { step, records: run.records, rows: trainRows(run.records, ctx.maxContext), wall };
+}
 
-  ctx.onPhase?.(step, 'update');
-  const u = rows.length === 0 ? null : await policyUpdate(ctx.learner, rows, ctx.train, mixSeed(ctx.train.seed, 0x0b5e, step));
+/** The policy update on a step's rows (none: no update); its learner times go into `wall`. */
+export async function updateStep(ctx: TrainContext, r: StepRollout, wall: Record<string, number>): Promise<UpdateStats | null> {
+  ctx.onPhase?.(r.step, 'update');
+  const u = r.rows.length === 0 ? null : await policyUpdate(ctx.learner, r.rows, ctx.train, mixSeed(ctx.train.seed, 0x0b5e, r.step));
   if (u !== null) {
     wall['learnerForward'] = Math.round(u.ms.oldLogp + u.ms.refLogp + u.ms.forward);
     wall['learnerBackward'] = Math.round(u.ms.backward);
     wall['loss'] = Math.round(u.ms.loss);
     wall['optimiser'] = Math.round(u.ms.optim);
   }
-  ctx.onPhase?.(step, 'sync');
-  const dir = await timed(wall, 'save', () => saveWeights(step));
-  await timed(wall, 'sync', () => ctx.sync(dir));
+  return u;
+}
 
-  let ev = null;
-  if (ctx.train.evalEvery > 0 && step % ctx.train.evalEvery === 0 && ctx.dev.length > 0) {
-    ctx.onPhase?.(step, 'eval');
-    ev = await timed(wall, 'eval', () => evaluate(ctx, step));
-  }
-  const b = batchMetrics(run.records);
-  wall['total'] = performance.now() - t0;
+/** Whether step `step`'s weights are evaluated (every `evalEvery` steps, with a dev slice). */
+export function evalDue(ctx: TrainContext, step: number): boolean {
+  return ctx.train.evalEvery > 0 && step % ctx.train.evalEvery === 0 && ctx.dev.length > 0;
+}
+
+/** A step's metrics line from its batch, its update and its evaluation. */
+export function stepMetrics(ctx: TrainContext, r: StepRollout, u: UpdateStats | null, ev: ReturnType<typeof evalReport> | null, wall: Record<string, number>): StepMetrics {
+  const b = batchMetrics(r.records);
   return {
-    step,
+    step: r.step,
     questions: b.questions,
     trajectories: b.trajectories,
-    trained: rows.length,
+    trained: r.rows.length,
     meanScore: b.meanScore,
     em: b.em,
     formatValidRate: b.formatValidRate,
@@ -108,4 +119,27 @@ export async function runStep(ctx: TrainContext, step: number, questions: readon
     wallMs: Object.fromEntries(Object.entries(wall).map(([k, v]) => [k, Math.round(v)])),
     eval: evalMetrics(ev),
   };
+}
+
+/**
+ * Runs step `step` one phase after another (`asyncLevel` 0) and returns its metrics.
+ * `saveWeights(step)` has the learner write the new weights (a checkpoint, or weights/) and
+ * returns the directory the engines then load.
+ */
+export async function runStep(ctx: TrainContext, step: number, questions: readonly Question[], saveWeights: (step: number) => Promise<string>): Promise<StepMetrics> {
+  const t0 = performance.now();
+  const r = await rolloutStep(ctx, step, questions);
+  const wall: Record<string, number> = { ...r.wall };
+  const u = await updateStep(ctx, r, wall);
+  ctx.onPhase?.(step, 'sync');
+  const dir = await timed(wall, 'save', () => saveWeights(step));
+  await timed(wall, 'sync', () => ctx.sync(dir));
+
+  let ev = null;
+  if (evalDue(ctx, step)) {
+    ctx.onPhase?.(step, 'eval');
+    ev = await timed(wall, 'eval', () => evaluate(ctx, step));
+  }
+  wall['total'] = performance.now() - t0;
+  return stepMetrics(ctx, r, u, ev, wall);
 }
