@@ -66,8 +66,16 @@ export const rolloutSchema = z.object({
   context: z.enum(['full', 'memory']).default('full'),
   /** [decided] chat rendering of the prompt and memory contexts (docs/algorithm.md §1, §7): the model's own template (default) or mempo's plain ChatML. */
   chatTemplate: z.enum(['model', 'chatml']).default('model'),
-  /** Questions whose groups are generated and scored together (one scorer call). */
+  /** Questions per batch: the unit of records delivered to `onBatch` and, under the 'batch' schedule, of generation and scoring (one scorer call). */
   questionsPerBatch: posInt().default(8),
+  /**
+   * 'batch' (default): a batch's groups are generated together and the next batch starts when the
+   * batch is scored. 'continuous': a group is taken up as soon as the engine has room for it
+   * (maxGenerateBatch trajectories in flight) and scored as soon as it is done, overlapped with
+   * generation; reproducible for a given seed and options, not byte-identical to 'batch'
+   * (docs/rollout.md, "Schedules").
+   */
+  schedule: z.enum(['batch', 'continuous']).default('batch'),
   /** Most sequences per model forward pass when generating. */
   maxGenerateBatch: posInt().default(DEFAULTS.maxGenerateBatch),
   /** Seed of sampling; the same seed reproduces the same batch. */

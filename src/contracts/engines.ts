@@ -39,6 +39,11 @@ export interface GenerationRequest {
   ids: readonly number[];
   maxNewTokens: number;
   tag: RequestTag;
+  /**
+   * The request's own sampling seed: it samples from stream 0 of this seed, whatever else is in
+   * the call (without it, request i samples from stream i of `GenerateParams.seed`).
+   */
+  seed?: number;
 }
 
 export type GenerationFinish = 'stop' | 'eos' | 'length' | 'context';
@@ -54,7 +59,7 @@ export interface GenerateParams {
   temperature: number;
   topP: number;
   topK: number;
-  /** Seed of this call; request i samples from stream i of it. */
+  /** Seed of this call; request i samples from stream i of it, unless the request carries its own `seed`. */
   seed: number;
   /** Stop strings (kept in the output): `</search>`, `</answer>`. */
   stop: readonly string[];

@@ -123,7 +123,7 @@ export class HttpCompletionsBackend implements Generator, TargetScorer {
       requests.map((r, i) => {
         const what = `generation request ${i} (${r.tag.uid} sample ${r.tag.sample} round ${r.tag.round})`;
         this.counts.generationRequests++;
-        const body = this.dialect.generationBody(r, params, this.sendSeed ? streamSeed(params.seed, i) : undefined);
+        const body = this.dialect.generationBody(r, params, this.sendSeed ? (r.seed !== undefined ? streamSeed(r.seed, 0) : streamSeed(params.seed, i)) : undefined);
         return this.pool.request(body, what, (j, where) => this.dialect.parseGeneration(j, where, r));
       }),
     );

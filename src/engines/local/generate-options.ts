@@ -118,7 +118,7 @@ export function resolveGenerateOptions(model: ForwardModel, options: GenerateOpt
   };
 }
 
-/** Checks prompt `index` and makes its sequence (sampling stream `index` of the seed). */
+/** Checks prompt `index` and makes its sequence (sampling stream `index` of the seed, or stream 0 of its own seed). */
 export function preparePrompt(model: ForwardModel, p: PromptInput, index: number, opts: ResolvedGenerate): Seq {
   const V = model.config.vocabSize;
   const maxPos = model.config.maxPositions;
@@ -137,5 +137,8 @@ export function preparePrompt(model: ForwardModel, p: PromptInput, index: number
   }
   const own = isObj ? (p as { maxNewTokens?: number }).maxNewTokens : undefined;
   const maxNew = own === undefined ? opts.maxNewTokens : optNumber(own, `prompts[${index}].maxNewTokens`, 0, nonNegInt, 'a non-negative integer');
-  return { index, prompt: ids, maxNew, rng: createRng(opts.seed, index), out: [], lps: [], pad: 0 };
+  const ownSeed = isObj ? (p as { seed?: number }).seed : undefined;
+  // A prompt's own seed: its stream does not depend on its place in the call.
+  const rng = ownSeed === undefined ? createRng(opts.seed, index) : createRng(optNumber(ownSeed, `prompts[${index}].seed`, 0, Number.isFinite, 'a finite number'), 0);
+  return { index, prompt: ids, maxNew, rng, out: [], lps: [], pad: 0 };
 }

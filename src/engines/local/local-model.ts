@@ -49,7 +49,7 @@ export class LocalModel implements Generator, TargetScorer {
   async generate(requests: readonly GenerationRequest[], params: GenerateParams): Promise<GenerationOutput[]> {
     if (requests.length === 0) return [];
     const results = await this.model.generate(
-      requests.map((r) => ({ ids: r.ids as number[], maxNewTokens: r.maxNewTokens })),
+      requests.map((r) => ({ ids: r.ids as number[], maxNewTokens: r.maxNewTokens, ...(r.seed !== undefined ? { seed: r.seed } : {}) })),
       {
         maxNewTokens: 1,
         temperature: params.temperature,

@@ -52,7 +52,8 @@ export interface ForwardModel {
 }
 
 /** A prompt: its token ids, optionally with its own token budget. */
-export type PromptInput = ArrayLike<number> | { ids: ArrayLike<number>; maxNewTokens?: number };
+/** A prompt's own `seed` makes it sample from stream 0 of that seed instead of stream `index` of `GenerateOptions.seed`. */
+export type PromptInput = ArrayLike<number> | { ids: ArrayLike<number>; maxNewTokens?: number; seed?: number };
 
 export interface GenerateOptions {
   /** Most tokens to generate per sequence (a prompt's own `maxNewTokens` overrides it). */
