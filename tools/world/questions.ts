@@ -19,7 +19,7 @@ export interface Question {
   question: string;
   golds: string[];
   split: Split;
-  kind: 'chain' | 'multi';
+  kind: 'chain' | 'multi' | 'page';
   hops: number;
   objectives: number;
   /** Chain: the hops in order. Multi: one 1-hop chain per objective. */
