@@ -219,7 +219,7 @@ class DistLearner(Learner):
         names = [n for n, p in zip(self.param_names, self.params) if p in self.opt.state]
         steps = [float(self.opt.state[p]["step"]) for p in self.params if p in self.opt.state]
         self._command("sync", {"step": self.step, "seed": self.seed, "reference_dir": self.reference_dir,
-                               "state": names, "steps": steps}, {"rng": torch.get_rng_state().numpy()})
+                               "state": names, "steps": steps}, {"rng": torch.get_rng_state().numpy().astype(np.int32)})  # frames carry I32, F32
         self._sync_share()
         return out
 
@@ -291,7 +291,7 @@ class DistLearner(Learner):
             p = by_name[name]
             self.opt.state[p] = {"step": torch.tensor(float(s)), "exp_avg": torch.zeros_like(p),
                                  "exp_avg_sq": torch.zeros_like(p)}
-        torch.set_rng_state(torch.from_numpy(tensors["rng"].copy()))
+        torch.set_rng_state(torch.from_numpy(tensors["rng"].astype(np.uint8)))
         self.opt.zero_grad(set_to_none=True)
         self.pending = None
         self._sync_share()
