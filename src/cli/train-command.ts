@@ -45,11 +45,15 @@ export function trainCommand(io: RunIO, onDone: (code: number) => void, inputs: 
     .option('--learner <url>', 'a running learner (docs/learner.md) instead of spawning the torch learner')
     .option('--learner-token <token>', 'bearer token of --learner (also MEMPO_LEARNER_TOKEN)')
     .option('--learner-timeout <ms>', 'per-request timeout of the learner', int(1), LEARNER_DEFAULTS.timeoutMs)
+    .option('--learner-procs <n>', 'processes of the spawned learner: data parallel, one per device (docs/learner.md)', int(1), 1)
     .option('--python <exe>', 'Python with torch for the spawned learner (default: MEMPO_PYTHON, else python3, /usr/bin/python3)')
     .addOption(new Option('--device <d>', 'device of the spawned learner').choices(['auto', 'cpu', 'cuda']).default('auto'))
     .exitOverride()
     .action(async (o: Record<string, unknown>) => {
       const run = runSettings(o);
+      if (o['learner'] !== undefined && cmd.getOptionValueSource('learnerProcs') === 'cli') {
+        throw new MempoError('ERR_INVALID_OPTION', `--learner-procs ${String(o['learnerProcs'])} is for the learner mempo spawns, not for --learner ${String(o['learner'])}: start that one with python -m mempo_learner --nproc N (docs/learner.md)`);
+      }
       const asyncLevel = o['asyncLevel'] as number;
       if (asyncLevel > 0 && cmd.getOptionValueSource('oldLogp') === 'cli' && o['oldLogp'] === 'learner') {
         throw new MempoError('ERR_INVALID_OPTION', `--old-logp learner cannot go with --async-level ${asyncLevel}: an overlapped step's rows were sampled by older weights than the learner's, so the PPO ratio is taken against the sampler's log-probs (--old-logp sampler)`);
@@ -71,6 +75,7 @@ export function trainCommand(io: RunIO, onDone: (code: number) => void, inputs: 
           token: (o['learnerToken'] as string | undefined) ?? null,
           python: (o['python'] as string | undefined) ?? null,
           device: o['device'] as 'auto' | 'cpu' | 'cuda',
+          procs: o['learnerProcs'] as number,
           timeoutMs: o['learnerTimeout'] as number,
         },
         force: Boolean(o['force']),

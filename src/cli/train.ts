@@ -27,7 +27,7 @@ export interface TrainSettings {
   train: TrainOptions;
   /** Dev questions file of the evaluation slice (`train.evalQuestions` of them, a fixed seeded shuffle). */
   evalQuestions: string;
-  learner: { url: string | null; token: string | null; python: string | null; device: 'auto' | 'cpu' | 'cuda'; timeoutMs: number };
+  learner: { url: string | null; token: string | null; python: string | null; device: 'auto' | 'cpu' | 'cuda'; procs: number; timeoutMs: number };
   force: boolean;
   report: boolean;
 }
@@ -65,7 +65,7 @@ async function openLearner(s: TrainSettings, io: RunIO): Promise<Learner> {
   const http = { timeoutMs: s.learner.timeoutMs, ...(s.learner.token === null ? {} : { token: s.learner.token }) };
   if (s.learner.url !== null) return new HttpLearner(s.learner.url, http);
   const log = (l: string) => { if (!s.run.quiet) io.stderr.write(`learner: ${l}\n`); };
-  return spawnLearner({ ...http, model: s.run.model, seed: s.train.seed, device: s.learner.device, ...(s.learner.python === null ? {} : { python: s.learner.python }), onLog: log });
+  return spawnLearner({ ...http, model: s.run.model, seed: s.train.seed, device: s.learner.device, procs: s.learner.procs, ...(s.learner.python === null ? {} : { python: s.learner.python }), onLog: log });
 }
 
 /** The training questions in the run's seeded order (all of --questions after --offset / --limit). */

@@ -16,6 +16,8 @@ export interface SpawnLearnerOptions extends HttpLearnerOptions {
   seed?: number;
   device?: 'auto' | 'cpu' | 'cuda';
   threads?: number;
+  /** Processes (ranks) of the learner, data parallel, one per device (`--nproc`, docs/learner.md "Several processes"); default 1. */
+  procs?: number;
   /** How long the learner may take to import torch and load the model (ms). */
   startTimeoutMs?: number;
   /** Receives the learner's stderr lines (its log). */
@@ -72,9 +74,13 @@ export class SpawnedLearner extends HttpLearner {
 }
 
 export async function spawnLearner(options: SpawnLearnerOptions): Promise<SpawnedLearner> {
+  const procs = options.procs ?? 1;
+  if (!Number.isSafeInteger(procs) || procs < 1) throw new MempoError('ERR_INVALID_OPTION', `Expected an integer >= 1 for procs but received ${String(procs)}`);
   const python = findPython(options.python);
   const args = ['-m', 'mempo_learner', '--model', options.model, '--host', '127.0.0.1', '--port', '0', '--seed', String(options.seed ?? 0), '--device', options.device ?? 'auto', '--parent-pid', String(process.pid)];
   if (options.threads !== undefined) args.push('--threads', String(options.threads));
+  // its other ranks are its children: they die with it, and it names one that dies in the answer it fails
+  if (procs > 1) args.push('--nproc', String(procs));
   const env = { ...process.env, PYTHONPATH: [EMBEDDED.learner(), process.env['PYTHONPATH']].filter(Boolean).join(':'), PYTHONUNBUFFERED: '1' };
   const child = spawn(python, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let tail = '';
@@ -87,7 +93,7 @@ export async function spawnLearner(options: SpawnLearnerOptions): Promise<Spawne
     for (const l of lines) options.onLog?.(l);
   });
   const describe = (code: number | null, signal: NodeJS.Signals | null) =>
-    `the learner (${python} -m mempo_learner --model ${options.model}) exited (${signal ?? `code ${code}`})${tail.trim() ? `; its stderr ends:\n${tail.trim()}` : ''}`;
+    `the learner (${python} -m mempo_learner --model ${options.model}${procs > 1 ? ` --nproc ${procs}` : ''}) exited (${signal ?? `code ${code}`})${tail.trim() ? `; its stderr ends:\n${tail.trim()}` : ''}`;
   let learner: SpawnedLearner | null = null;
   let onExit: (e: MempoError) => void = () => {};
   const exited = new Promise<void>((resolve) => {
