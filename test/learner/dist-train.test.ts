@@ -9,6 +9,9 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { runCli } from '../cli/run-cli';
 import { describeWithTorch } from '../helpers';
+import { spawnLearner } from '../../src/learner/spawn';
+import { EMBEDDED } from '../../src/paths';
+import { MempoError } from '../../src/errors';
 
 const CLI = resolve(__dirname, '../../dist/cli/main.js');
 const SHORT = ['--questions-per-step', '2', '-n', '3', '--eval-every', '0', '--max-turns', '4', '--threads', '1', '--quiet', '--learner-procs', '2'];
@@ -64,6 +67,24 @@ describeWithTorch('mempo train --learner-procs 2', () => {
     expect(steps(out)).toEqual([1, 2]);
     expect(existsSync(join(out, 'checkpoints', 'step-2', 'learner.safetensors'))).toBe(true);
   }, 240_000);
+
+  it('a rank killed fails the call naming it and its signal, and every later call, as a dead single learner does', async () => {
+    const logs: string[] = [];
+    const l = await spawnLearner({ model: EMBEDDED.model(), seed: 1, threads: 1, procs: 2, onLog: (line) => logs.push(line) });
+    try {
+      expect((await l.info()).parameters).toBe(3410176);
+      const rank1 = Number(/rank 1: pid (\d+)/.exec(logs.join('\n'))?.[1]);
+      expect(rank1).toBeGreaterThan(0);
+      process.kill(rank1, 'SIGKILL');
+      while (!gone(rank1)) await new Promise((r) => setTimeout(r, 20));
+      const err = await l.forward([{ ids: [5, 6, 7, 8], targetStart: 1 }]).then(() => null, (e: unknown) => e);
+      expect(err).toBeInstanceOf(MempoError);
+      expect((err as MempoError).message).toContain(`rank 1 (pid ${rank1}) exited with signal SIGKILL`);
+      await expect(l.info()).rejects.toThrow(/the learner \(.* --nproc 2\) exited \(code 1\)/);
+    } finally {
+      await l.close();
+    }
+  }, 120_000);
 
   it('--learner-procs is refused beside --learner URL, naming both', async () => {
     const r = await runCli(['train', '--out', join(root, 'url'), '--steps', '1', ...SHORT, '--learner', 'http://127.0.0.1:9']);
