@@ -20,7 +20,10 @@
 
 namespace mempo {
 
-constexpr size_t kPoolMinBytes = size_t{4} << 20;    // smaller results: V8's own allocation
+// Smaller results: V8's own allocation. From 256 KiB on the pool pays: a 2 MiB result from V8
+// (zeroed, page-faulted) made grpoOutcomeAdvantage at B = 512, T = 1024 1.7 ms a call against
+// 0.14 ms pooled (bench/peer.mjs, one thread), its compute being ~0.09 ms.
+constexpr size_t kPoolMinBytes = size_t{256} << 10;
 constexpr size_t kPoolMaxBytes = size_t{512} << 20;  // mappings kept for reuse, in all
 
 struct Mapping {
