@@ -110,6 +110,7 @@ export async function runOverlapped(ctx: TrainContext, run: OverlapRun): Promise
   const hold = async (want: number, step: number): Promise<{ version: number; syncMs: number }> => {
     const wall: Record<string, number> = {};
     let version = want;
+    release(want - 1); // the engines' versions only grow: nothing below `want` is loaded again (a save may go on)
     if (want !== engine) {
       let dir: string | null;
       if (want >= run.start) {

@@ -22,7 +22,7 @@ const CLI = resolve(__dirname, '../../dist/cli/main.js');
 const TINY = ['--questions-per-step', '2', '-n', '3', '--eval-every', '2', '--eval-questions', '3', '--max-turns', '4', '--threads', '1', '--quiet'];
 
 type Line = Record<string, unknown> & { step: number; wallMs: Record<string, number> };
-const lines = (dir: string): Line[] => readFileSync(join(dir, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Line);
+const lines = (dir: string, name = 'metrics.jsonl'): Line[] => readFileSync(join(dir, name), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Line);
 const withoutTimes = (ls: Line[]) => ls.map(({ wallMs: _w, ...rest }) => rest);
 
 describeWithTorch('mempo train', () => {
@@ -36,6 +36,9 @@ describeWithTorch('mempo train', () => {
     expect(r.code).toBe(0);
     const ls = lines(ref);
     expect(ls.map((l) => l.step)).toEqual([0, 1, 2, 3]);
+    // The default loop (--async-level 0) is the loop before overlapped steps existed: these same flags
+    // gave this metrics.jsonl with the code of b037786 (recorded on the 2-core dev machine, spawned learner's default threads).
+    expect(withoutTimes(ls)).toEqual(withoutTimes(lines(resolve(__dirname, '../train/fixtures'), 'train-sync-b037786.jsonl')));
     expect(ls[0]!['eval']).not.toBeNull();
     expect(ls[1]!['eval']).toBeNull();
     expect(ls[2]!['eval']).not.toBeNull();
