@@ -88,6 +88,14 @@ export const toolSchema = z.object({
   topk: posInt().default(DEFAULT_TOPK),
   /** Each document cut to this many characters; null keeps all. */
   docMaxChars: posInt().nullable().default(512),
+  /** [decided] observation text (docs/algorithm.md §1): mempo's compact format (default, what the embedded model reads) or ASearcher's. */
+  observationFormat: z.enum(['mempo', 'asearcher']).default('mempo'),
+  /** The agent has the page tool: `<access>URL</access>` is an action (docs/algorithm.md §1); needs a retriever with pages. */
+  access: z.boolean().default(false),
+  /** A page is cut to pageMaxChars and read in chunks of pageChunkChars, at most pageMaxChunks of them (ASearcher: 250,000, 25,000, 10). */
+  pageMaxChars: posInt().default(250_000),
+  pageChunkChars: posInt().default(25_000),
+  pageMaxChunks: posInt().default(10),
   /** HTTP retriever: per-request timeout, retries and first backoff. */
   timeoutMs: posInt().default(DEFAULTS.retriever.timeoutMs),
   retries: nonNegInt().default(DEFAULTS.retriever.retries),

@@ -11,6 +11,7 @@ import { readModelConfig, readServerModelConfig } from '../engines/local/model-d
 import { chatRendererFor, renderPrompt } from '../protocol/chat';
 import { Bm25Retriever } from '../retrieval/bm25';
 import { HttpRetriever } from '../retrieval/http-retriever';
+import { PageStore } from '../retrieval/pages';
 import type { Generator, Question, Retriever } from '../contracts';
 import type { PipelineOptions } from '../options';
 
@@ -75,20 +76,25 @@ export function checkManifest(dir: string, warn: Warn): void {
   }
 }
 
-/** The local BM25 retriever over `corpus`; a corpus without documents is an error naming it. */
-export function openCorpus(corpus: string): Bm25Retriever {
-  const r = Bm25Retriever.fromJsonl(corpus);
+/** The local BM25 retriever over `corpus`, with `pages` its page tool; a corpus (or pages file) without lines is an error naming it. */
+export function openCorpus(corpus: string, pages: string | null = null): Bm25Retriever {
+  const store = pages === null ? null : PageStore.fromJsonl(pages);
+  if (store !== null && store.size === 0) throw new MempoError('ERR_INVALID_INPUT', `${pages}: the pages file has no pages`);
+  const r = Bm25Retriever.fromJsonl(corpus, {}, store);
   if (r.size === 0) throw new MempoError('ERR_INVALID_INPUT', `${corpus}: the corpus has no documents`);
   return r;
 }
 
 /** How the banner and the report name a retriever: "retrieval server URL" or "BM25 over FILE (N documents)". */
 export function describeRetriever(r: Retriever): string {
+  const shown = (file: string) => {
+    const rel = relative(process.cwd(), file);
+    return rel.length > 0 && !rel.startsWith('..') && !rel.startsWith(sep) ? rel : file;
+  };
   if (r instanceof HttpRetriever) return `retrieval server ${r.url}`;
   if (r instanceof Bm25Retriever) {
     const file = r.name.replace(/^bm25:/, '');
-    const rel = relative(process.cwd(), file);
-    return `BM25 over ${rel.length > 0 && !rel.startsWith('..') && !rel.startsWith(sep) ? rel : file} (${r.size} documents)`;
+    return `BM25 over ${shown(file)} (${r.size} documents)${r.pages === null ? '' : `, ${r.pages.size} pages from ${shown(r.pages.name.replace(/^pages:/, ''))}`}`;
   }
   return r.name;
 }

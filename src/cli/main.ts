@@ -39,6 +39,9 @@ export const DEFAULT_EVAL_LIMIT = DEFAULTS.evalLimit;
 
 function settingsFrom(kind: 'rollout' | 'eval', o: Record<string, unknown>): RunSettings {
   const split = o['split'] as string | undefined;
+  const options = pipelineOptionsFromFlags(o, kind === 'rollout');
+  // Local pages give the agent the page tool (a retrieval server's are found when it is opened).
+  if (o['pages'] !== undefined) options.tool.access = true;
   return {
     kind,
     out: (o['out'] as string | undefined) ?? null,
@@ -49,6 +52,7 @@ function settingsFrom(kind: 'rollout' | 'eval', o: Record<string, unknown>): Run
     model: (o['model'] as string | undefined) ?? EMBEDDED.model(),
     corpus: (o['corpus'] as string | undefined) ?? null,
     retriever: (o['retriever'] as string | undefined) ?? null,
+    pages: (o['pages'] as string | undefined) ?? null,
     resume: Boolean(o['resume']),
     force: Boolean(o['force']),
     quiet: Boolean(o['quiet']) || Boolean(o['json']),
@@ -58,7 +62,7 @@ function settingsFrom(kind: 'rollout' | 'eval', o: Record<string, unknown>): Run
     threads: (o['threads'] as number | undefined) ?? null,
     server: serverSettingsFromFlags(o),
     export: (o['export'] as ExportFormat[] | undefined) ?? [],
-    options: pipelineOptionsFromFlags(o, kind === 'rollout'),
+    options,
   };
 }
 
@@ -71,7 +75,8 @@ function common(cmd: Command, kind: 'rollout' | 'eval' | 'train'): Command {
     .option('--limit <n>', "questions to run ('none' = all)", intOrNone, kind === 'eval' ? DEFAULT_EVAL_LIMIT : kind === 'train' ? NONE : DEFAULT_ROLLOUT_LIMIT)
     .option('--model <dir>', 'model directory (ONNX + tokenizer; with --server only the tokenizer, config files optional)', EMBEDDED.model())
     .option('--corpus <file>', 'JSONL corpus ({ id, title, contents, url? } or Search-R1 wiki-18 rows { id, contents } whose first line is the quoted title) for the local BM25 retriever (default: the embedded corpus)')
-    .option('--retriever <url>', 'retrieval server (Search-R1 / ASearcher API: POST /retrieve) instead of the local corpus')
+    .option('--retriever <url>', 'retrieval server (Search-R1 / ASearcher API: POST /retrieve) instead of the local corpus; its POST /access, when it has pages, is the page tool (<access>)')
+    .option('--pages <file>', 'pages JSONL ({ url, title, contents }, ASearcher\'s layout) beside the local corpus: the agent gets the page tool, <access>URL</access> (docs/algorithm.md §1)')
     .option('--threads <n>', 'ONNX Runtime intra-op threads (default: all cores; more than the machine has are lowered to that, with a warning)', int(1))
     .option('--quiet', 'no progress bars or messages on stderr')
     .option('--json', 'print summary.json (eval: the eval table) to stdout');
@@ -116,19 +121,23 @@ export function buildProgram(io: RunIO, onDone: (code: number) => void): Command
     .option('--out <dir>', 'also write batch.jsonl, summary.json, eval.json and report.html here');
   runOutputs(evalCmd, 'eval');
   const serveRetriever = new Command('serve-retriever')
-    .summary('serve a corpus over the retrieval API (/retrieve)')
-    .description('Serve the Search-R1 / ASearcher retrieval API (POST /retrieve) over a JSONL corpus with the local BM25 retriever, until Ctrl-C.')
+    .summary('serve a corpus over the retrieval API (/retrieve, /access)')
+    .description('Serve the Search-R1 / ASearcher retrieval API (POST /retrieve) over a JSONL corpus with the local BM25 retriever, and with --pages ASearcher\'s POST /access, until Ctrl-C.')
     .option('--corpus <file>', 'JSONL corpus ({ id, title, contents, url? } or Search-R1 wiki-18 rows { id, contents } whose first line is the quoted title)', EMBEDDED.corpus())
+    .option('--pages <file>', 'pages JSONL ({ url, title, contents }) served by POST /access { urls } → { result: [page | null] }')
+    .option('--max-page-chars <n>', 'each page answered by /access cut to this many characters', int(1), RETRIEVAL_SERVER_DEFAULTS.maxPageChars)
     .option('--host <host>', 'address to bind (loopback by default)', '127.0.0.1')
     .option('--port <n>', 'port (0: any free port)', int(0), 8000)
     .option('--max-body <bytes>', 'largest request body accepted', int(1), RETRIEVAL_SERVER_DEFAULTS.maxBodyBytes)
     .option('--max-query-chars <n>', 'longest query accepted (400 past it; BM25 time grows with query length)', int(1), RETRIEVAL_SERVER_DEFAULTS.maxQueryChars)
     .exitOverride()
     .action(async (opts: Record<string, unknown>) => {
-      const retriever = openCorpus(opts['corpus'] as string);
-      const server = createRetrievalServer(retriever, { maxBodyBytes: opts['maxBody'] as number, maxQueryChars: opts['maxQueryChars'] as number });
+      const pages = (opts['pages'] as string | undefined) ?? null;
+      const retriever = openCorpus(opts['corpus'] as string, pages);
+      const server = createRetrievalServer(retriever, { maxBodyBytes: opts['maxBody'] as number, maxQueryChars: opts['maxQueryChars'] as number, maxPageChars: opts['maxPageChars'] as number });
       const url = await listen(server, opts['port'] as number, opts['host'] as string);
-      io.stderr.write(`mempo serve-retriever: ${retriever.size} documents from ${opts['corpus'] as string}, listening on ${url}\n`);
+      const paged = retriever.pages === null ? '' : ` and ${retriever.pages.size} pages from ${pages!} (POST ${url.replace(/\/retrieve$/, '/access')})`;
+      io.stderr.write(`mempo serve-retriever: ${retriever.size} documents from ${opts['corpus'] as string}${paged}, listening on ${url}\n`);
       await closeOnSignal(server);
       onDone(0);
     });

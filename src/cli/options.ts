@@ -78,6 +78,10 @@ export function addPipelineOptions(cmd: Command, defaults: CommandDefaults = {})
   // Search tool
   add('--topk <k>', 'documents per search', int(1), D.tool.topk);
   add('--doc-max-chars <n>', "each document cut to this many characters ('none' keeps all)", intOrNone, D.tool.docMaxChars);
+  add('--observation-format <f>', "[decided] observation text: 'mempo' (compact, what the embedded model reads) or 'asearcher' (ASearcher's [Doc k](url) and >>>> Page k >>>> blocks)", undefined, D.tool.observationFormat, ['mempo', 'asearcher']);
+  add('--page-max-chars <n>', 'page tool (<access>, with --pages or a retrieval server with pages): a page is cut to this many characters', int(1), D.tool.pageMaxChars);
+  add('--page-chunk-chars <n>', 'page tool: characters per chunk; each access of a URL shows its next chunk', int(1), D.tool.pageChunkChars);
+  add('--page-max-chunks <n>', 'page tool: most chunks read of a page', int(1), D.tool.pageMaxChunks);
   add('--retriever-timeout <ms>', 'HTTP retriever: per-request timeout', int(1), D.tool.timeoutMs);
   add('--retriever-retries <n>', 'HTTP retriever: retries after the first attempt', int(0), D.tool.retries);
   add('--retriever-backoff <ms>', 'HTTP retriever: first backoff, doubled per retry', int(0), D.tool.backoffMs);
@@ -115,7 +119,11 @@ export function pipelineOptionsFromFlags(o: Record<string, unknown>, memoryRewar
       context: o['context'], chatTemplate: o['chatTemplate'], questionsPerBatch: o['questionsPerBatch'], maxGenerateBatch: o['maxGenerateBatch'], schedule: o['schedule'], seed: o['seed'],
       sampling: { temperature: o['temperature'], topP: o['topP'], topK: o['topK'] },
     },
-    tool: { topk: o['topk'], docMaxChars: orNull(o['docMaxChars']), timeoutMs: o['retrieverTimeout'], retries: o['retrieverRetries'], backoffMs: o['retrieverBackoff'] },
+    tool: {
+      topk: o['topk'], docMaxChars: orNull(o['docMaxChars']), observationFormat: o['observationFormat'],
+      pageMaxChars: o['pageMaxChars'], pageChunkChars: o['pageChunkChars'], pageMaxChunks: o['pageMaxChunks'],
+      timeoutMs: o['retrieverTimeout'], retries: o['retrieverRetries'], backoffMs: o['retrieverBackoff'],
+    },
     memory: {
       memSpan: o['memSpan'], answerTemplate: o['answerTemplate'], targetTokenization: o['targetTokenization'], gold: o['gold'], emptyKept: o['emptyKept'], threshold: o['threshold'],
       memContextIncludesLastObservation: Boolean(o['memContextLastObservation']), windowToolResults: o['windowToolResults'],

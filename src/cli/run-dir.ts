@@ -24,6 +24,7 @@ export function fingerprint(s: RunSettings): Record<string, unknown> {
     shuffle: s.shuffle,
     model: resolve(s.model),
     retriever: s.retriever ?? (s.corpus === null ? null : resolve(s.corpus)),
+    ...(s.pages ? { pages: resolve(s.pages) } : {}),
     ...(s.server ? { server: { api: s.server.api, model: s.server.model } } : {}),
     options: s.options,
   };

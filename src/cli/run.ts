@@ -44,6 +44,8 @@ export interface RunSettings {
   model: string;
   corpus: string | null;
   retriever: string | null;
+  /** `--pages`: the local page tool's pages JSONL beside the corpus (docs/algorithm.md §1). */
+  pages?: string | null;
   resume: boolean;
   force: boolean;
   quiet: boolean;
@@ -104,7 +106,7 @@ export async function executeRun(s: RunSettings, io: RunIO): Promise<RunOutcome>
 async function runIn(s: RunSettings, io: RunIO, out: string | null, questions: Question[], t0: number, warn: (m: string) => void): Promise<RunOutcome> {
   const batchPath = out === null ? null : join(out, 'batch.jsonl');
   const tl = performance.now();
-  const retriever = openRetriever(s);
+  const retriever = await openRetriever(s);
   const kept = out === null ? { previous: [], skip: new Set<string>() } : prepareRunDir(s, out, io, questions);
 
   const engine = await openEngine(s, io, warn);
@@ -141,11 +143,23 @@ function selectQuestions(s: RunSettings): Question[] {
   return questions;
 }
 
-export function openRetriever(s: RunSettings): Retriever {
+/**
+ * The run's tools: a retrieval server (whose /access, when it has pages, turns the page tool on:
+ * `options.tool.access`), or BM25 over the local corpus with `--pages` as its page tool.
+ */
+export async function openRetriever(s: RunSettings): Promise<Retriever> {
+  const pages = s.pages ?? null;
   if (s.retriever !== null) {
-    return new HttpRetriever(s.retriever, { timeoutMs: s.options.tool.timeoutMs, retries: s.options.tool.retries, backoffMs: s.options.tool.backoffMs });
+    if (pages !== null) {
+      throw new MempoError('ERR_INVALID_OPTION', '--pages gives the local corpus its pages; with --retriever the server answers /access itself (mempo serve-retriever --pages FILE)');
+    }
+    const r = new HttpRetriever(s.retriever, { timeoutMs: s.options.tool.timeoutMs, retries: s.options.tool.retries, backoffMs: s.options.tool.backoffMs });
+    if (await r.hasPages()) s.options.tool.access = true;
+    return r;
   }
-  return openCorpus(s.corpus ?? EMBEDDED.corpus());
+  const r = openCorpus(s.corpus ?? EMBEDDED.corpus(), pages);
+  if (pages !== null) s.options.tool.access = true;
+  return r;
 }
 
 /** The model a run samples and scores with: inference servers (--server) or the local ONNX model. */

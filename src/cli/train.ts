@@ -129,7 +129,7 @@ async function train(
   run: { order: Question[]; dev: Question[]; settings: Record<string, unknown>; from: ResumePoint | null },
 ): Promise<StepMetrics[]> {
   const warn = (m: string) => void io.stderr.write(`warning: ${m}\n`);
-  const retriever = openRetriever(s.run);
+  const retriever = await openRetriever(s.run);
   const engine = await openEngine(s.run, io, warn);
   const learner = await openLearner(s, io).catch(async (e: unknown) => {
     await engine.local?.dispose();

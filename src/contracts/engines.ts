@@ -121,10 +121,23 @@ export interface RetrievedDoc {
   url?: string;
 }
 
+/** A web page behind a URL (ASearcher's pages JSONL line: `{ url, title, contents }`). */
+export interface Page {
+  url: string;
+  title: string;
+  contents: string;
+}
+
 /** Anything that answers queries with ranked documents: local BM25, an HTTP server, a fake. */
 export interface Retriever {
   /** Short description for logs and summaries ("bm25:data/world/corpus.jsonl"). */
   readonly name: string;
   /** The top `topk` documents of every query, in query order. Throws when the tool fails. */
   search(queries: readonly string[], topk: number): Promise<RetrievedDoc[][]>;
+  /**
+   * The page tool (docs/algorithm.md §1, ASearcher's `POST /access`): the page of every URL, in
+   * URL order, null where there is none. Absent when the retriever has no pages. Throws when the
+   * tool fails.
+   */
+  access?(urls: readonly string[]): Promise<Array<Page | null>>;
 }

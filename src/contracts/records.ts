@@ -39,6 +39,8 @@ export interface ObservationTrace {
   text: string;
   /** Cut to fit the response budget. */
   truncated: boolean;
+  /** A webpage chunk's short text (docs/algorithm.md §7: what later memory windows show of it); absent after a search. */
+  shortText?: string;
 }
 
 export interface RoundTrace {
@@ -56,8 +58,12 @@ export interface RoundTrace {
    */
   contextIds?: number[];
   finishReason: GenerationFinish;
-  action: 'search' | 'answer' | null;
+  action: 'search' | 'access' | 'answer' | null;
   query: string | null;
+  /** The URL of an `<access>` round (an agent with the page tool); absent otherwise. */
+  url?: string;
+  /** The chunk of the page the access showed (1-based; 1: the page was opened); absent when it showed none. */
+  page?: number;
   answer: string | null;
   violations: RoundViolation[];
   /**
@@ -140,8 +146,12 @@ export interface BatchRound {
   memReward: number | null;
   pFull: number | null;
   pMem: number | null;
-  action: 'search' | 'answer' | null;
+  action: 'search' | 'access' | 'answer' | null;
   query: string | null;
+  /** The URL of an `<access>` round; absent otherwise. */
+  url?: string;
+  /** The chunk of the page the access showed (1-based); absent when it showed none. */
+  page?: number;
   answer: string | null;
   violations: RoundViolation[];
   finishReason: string;

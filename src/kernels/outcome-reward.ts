@@ -4,6 +4,7 @@
  */
 import { checkOptions, optBoolean, optEnum, optNumber, typeError } from '../validate';
 import { responseFormatError } from '../protocol/response';
+import { grammarFor } from '../protocol/grammar';
 
 const ANSWER_RE = /<answer>([\s\S]*?)<\/answer>/g;
 
@@ -81,16 +82,18 @@ export type FormatResult = { valid: true } | { valid: false; reason: string };
 
 /**
  * The response is rounds of the one round grammar (docs/algorithm.md §1, src/protocol/grammar.ts):
- * `<mem>…</mem> <think>…</think>` then exactly one non-blank `<search>…</search>` or
- * `<answer>…</answer>`; a search may be followed by one `<information>…</information>`
+ * `<mem>…</mem> <think>…</think>` then exactly one non-blank `<search>…</search>`,
+ * `<access>…</access>` (with `access`: an agent with the page tool; else `<access>` is text) or
+ * `<answer>…</answer>`; a search or access may be followed by one `<information>…</information>`
  * observation; nothing but whitespace outside tags; no nested tags; an answer only in the last
  * round. With `requireAnswer` the response must also end with an answer round.
  */
-export function validateFormat(response: string, opts?: { requireAnswer?: boolean }): FormatResult {
+export function validateFormat(response: string, opts?: { requireAnswer?: boolean; access?: boolean }): FormatResult {
   if (typeof response !== 'string') throw typeError('a string', 'response', response);
-  const o = checkOptions(opts, 'opts', ['requireAnswer']);
+  const o = checkOptions(opts, 'opts', ['requireAnswer', 'access']);
   const requireAnswer = optBoolean(o, 'requireAnswer', 'opts', false);
-  const reason = responseFormatError(response, requireAnswer);
+  const access = optBoolean(o, 'access', 'opts', false);
+  const reason = responseFormatError(response, requireAnswer, grammarFor(access));
   return reason === null ? { valid: true } : { valid: false, reason };
 }
 
@@ -101,16 +104,19 @@ export interface ComputeScoreOptions {
   metric?: 'em' | 'f1';
   /** Passed to validateFormat (default false). */
   requireAnswer?: boolean;
+  /** Passed to validateFormat: the agent has the page tool, `<access>` is an action (default false). */
+  access?: boolean;
 }
 
 /** emCheck(extractSolution(response), golds) when the format is valid, else formatScore. */
 export function computeScore(response: string, golds: string | readonly string[], opts?: ComputeScoreOptions): number {
-  const o = checkOptions(opts, 'opts', ['formatScore', 'metric', 'requireAnswer']);
+  const o = checkOptions(opts, 'opts', ['formatScore', 'metric', 'requireAnswer', 'access']);
   const formatScore = optNumber(o, 'formatScore', 'opts', 0, Number.isFinite, 'a finite number');
   const metric = optEnum(o, 'metric', 'opts', ['em', 'f1'] as const, 'em');
   const requireAnswer = optBoolean(o, 'requireAnswer', 'opts', false);
+  const access = optBoolean(o, 'access', 'opts', false);
   goldList(golds);
-  if (!validateFormat(response, { requireAnswer }).valid) return formatScore;
+  if (!validateFormat(response, { requireAnswer, access }).valid) return formatScore;
   const pred = extractSolution(response);
   return metric === 'em' ? emCheck(pred, golds) : f1Score(pred, golds);
 }

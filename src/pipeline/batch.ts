@@ -35,6 +35,8 @@ export function toBatchRecord(s: ScoredTrajectory, memSpanMode: 'inclusive' | 'c
         pMem: rr?.pMem ?? null,
         action: r.action,
         query: r.query,
+        ...(r.url !== undefined ? { url: r.url } : {}),
+        ...(r.page !== undefined ? { page: r.page } : {}),
         answer: r.answer,
         violations: r.violations,
         finishReason: r.finishReason,

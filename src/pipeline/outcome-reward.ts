@@ -19,9 +19,10 @@ export function scoringText(text: string): string {
 export function outcomeReward(t: Trajectory, codec: TextCodec, options: PipelineOptions): ScoredTrajectory {
   const text = codec.decode(t.responseIds);
   const clean = scoringText(text);
-  const fmt = validateFormat(clean, { requireAnswer: options.reward.requireAnswer });
+  const access = options.tool.access;
+  const fmt = validateFormat(clean, { requireAnswer: options.reward.requireAnswer, access });
   const excluded = t.state === 'error';
-  const score = excluded ? null : computeScore(clean, t.question.golds, options.reward);
+  const score = excluded ? null : computeScore(clean, t.question.golds, { ...options.reward, access });
   const n = t.responseIds.length;
   return {
     trajectory: t,

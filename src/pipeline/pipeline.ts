@@ -166,7 +166,7 @@ function progressHooks(qs: readonly Question[], fresh: ReadonlySet<string>, n: n
 }
 
 function addLoopStats(stats: PipelineStats, ls: AgentLoopStats): void {
-  for (const k of ['steps', 'rounds', 'generatedTokens', 'observationTokens', 'searches', 'toolErrors', 'backendErrors'] as const) stats[k] += ls[k];
+  for (const k of ['steps', 'rounds', 'generatedTokens', 'observationTokens', 'searches', 'accesses', 'pagesOpened', 'toolErrors', 'backendErrors'] as const) stats[k] += ls[k];
   stats.times.generateMs += ls.generateMs;
   stats.times.toolMs += ls.toolMs;
 }
@@ -254,7 +254,7 @@ export async function* pipelineBatches(input: PipelineInput): AsyncGenerator<Pip
   input.progress?.onPlan?.({ questions: questions.length - skipped, trajectories: (questions.length - skipped) * n, batches: batches.filter((qs) => !qs.every((q) => skip.has(q.id))).length, skippedQuestions: skipped });
 
   const stats: PipelineStats = {
-    steps: 0, rounds: 0, generatedTokens: 0, observationTokens: 0, searches: 0, toolErrors: 0, backendErrors: 0,
+    steps: 0, rounds: 0, generatedTokens: 0, observationTokens: 0, searches: 0, accesses: 0, pagesOpened: 0, toolErrors: 0, backendErrors: 0,
     batches: 0, skippedBatches: 0, snapshots: 0, scoredItems: 0, scorerCalls: 0,
     times: { generateMs: 0, toolMs: 0, scoreMs: 0, advantageMs: 0, writeMs: 0, scoreWaitMs: 0, totalMs: 0 },
   };

@@ -5,11 +5,12 @@
  * question sharing the question's uid, every question of a batch in flight at once. Each step
  * runs the handler of each state over all trajectories in it: GENERATING sends the requests of
  * all live trajectories to the generator in one call, TOOL_CALLING answers all their searches
- * in one retriever call; DONE is entered through `handleDoneState`.
+ * in one retriever call and all their accesses in one page-tool call; DONE is entered through
+ * `handleDoneState`.
  */
 import { STOP_STRINGS } from '../protocol/tags';
 import { MempoError } from '../errors';
-import { renderSearchObservation } from '../retrieval/observation';
+import { chunkPage, renderNoPage, renderSearchObservation, renderWebpage, type WebpageObservation } from '../retrieval/observation';
 import { PartialResultsError, type GenerationOutput, type GenerationRequest, type Generator, type Question, type Retriever, type TextCodec } from '../contracts';
 import type { PipelineOptions } from '../options';
 import { mixSeed } from '../rng';
@@ -24,6 +25,9 @@ export interface AgentLoopStats {
   generatedTokens: number;
   observationTokens: number;
   searches: number;
+  /** Access rounds answered (`<access>` with a URL) and the pages they opened (a URL with a page, once per trajectory). */
+  accesses: number;
+  pagesOpened: number;
   toolErrors: number;
   /** Trajectories whose generation request failed for good on the inference server. */
   backendErrors: number;
@@ -141,7 +145,7 @@ async function searchAll(loop: Loop, withQuery: RolloutTrajectory[]): Promise<Se
   try {
     const docs = await retriever.search(withQuery.map((t) => t.pendingQuery!), options.tool.topk);
     if (docs.length !== withQuery.length) throw new Error(`the retriever returned ${docs.length} result lists for ${withQuery.length} queries`);
-    withQuery.forEach((t, i) => observations.set(t, renderSearchObservation(docs[i]!, { docMaxChars: options.tool.docMaxChars })));
+    withQuery.forEach((t, i) => observations.set(t, renderSearchObservation(docs[i]!, { docMaxChars: options.tool.docMaxChars, format: options.tool.observationFormat })));
     loop.stats.searches += withQuery.length;
     return { ok: true, observations };
   } catch (err) {
@@ -150,31 +154,89 @@ async function searchAll(loop: Loop, withQuery: RolloutTrajectory[]): Promise<Se
   }
 }
 
-/** TOOL_CALLING: every pending search of this step in one retriever call, then back to GENERATING (or DONE / ERROR). */
+type AccessResults = { ok: true; observations: Map<RolloutTrajectory, WebpageObservation> } | { ok: false; failure: string };
+
+/**
+ * Every access with a URL: the chunk each trajectory reads next (docs/algorithm.md §1: the first
+ * access of a URL opens its page, each later one reads its next chunk, then "No More Information
+ * is Found"), with the URLs not opened yet in one page-tool call; or the tool's failure.
+ */
+async function accessAll(loop: Loop, withUrl: RolloutTrajectory[]): Promise<AccessResults> {
+  const { retriever, options, stats } = loop;
+  const tool = options.tool;
+  const observations = new Map<RolloutTrajectory, WebpageObservation>();
+  if (withUrl.length === 0) return { ok: true, observations };
+  const toOpen = withUrl.filter((t) => !t.pages.has(t.pendingUrl!));
+  if (toOpen.length > 0) {
+    if (retriever.access === undefined) {
+      throw new MempoError('ERR_INVALID_OPTION', `options.tool.access: the retriever ${retriever.name} has no pages (give it a pages file, --pages FILE, or a retrieval server started with --pages)`);
+    }
+    try {
+      const pages = await retriever.access(toOpen.map((t) => t.pendingUrl!));
+      if (pages.length !== toOpen.length) throw new Error(`the page tool returned ${pages.length} pages for ${toOpen.length} URLs`);
+      toOpen.forEach((t, i) => {
+        const page = pages[i];
+        const chunks = page === null || page === undefined ? [] : chunkPage(page.contents, tool);
+        t.pages.set(t.pendingUrl!, { chunks, read: 0 });
+        if (chunks.length > 0) stats.pagesOpened++;
+      });
+    } catch (err) {
+      return { ok: false, failure: err instanceof MempoError ? err.message : `${retriever.name}: ${(err as Error).message}` };
+    }
+  }
+  for (const t of withUrl) {
+    const url = t.pendingUrl!;
+    const cursor = t.pages.get(url)!;
+    const chunk = cursor.chunks[cursor.read];
+    if (chunk === undefined) {
+      observations.set(t, renderNoPage(tool.observationFormat));
+      continue;
+    }
+    cursor.read++;
+    observations.set(t, renderWebpage(chunk, cursor.read, cursor.chunks.length, url, tool.observationFormat, options.memory.webpageShortTextChars));
+  }
+  stats.accesses += withUrl.length;
+  return { ok: true, observations };
+}
+
+/** TOOL_CALLING: every pending search of this step in one retriever call, every access in one page-tool call, then back to GENERATING (or DONE / ERROR). */
 async function handleToolCallingState(loop: Loop): Promise<void> {
   const calling = loop.trajectories.filter((t) => t.state === 'tool-calling');
   if (calling.length === 0) return;
   const { stats, hooks } = loop;
+  const format = loop.options.tool.observationFormat;
   const t1 = performance.now();
-  const results = await searchAll(loop, calling.filter((t) => (t.pendingQuery ?? '').length > 0));
+  const [searched, accessed] = await Promise.all([
+    searchAll(loop, calling.filter((t) => (t.pendingQuery ?? '').length > 0)),
+    accessAll(loop, calling.filter((t) => (t.pendingUrl ?? '').length > 0)),
+  ]);
   stats.toolMs += performance.now() - t1;
   for (const t of calling) {
     const q = t.pendingQuery ?? '';
-    if (q.length > 0 && !results.ok) {
-      t.error = results.failure;
+    const url = t.pendingUrl ?? '';
+    const failure = q.length > 0 && !searched.ok ? searched.failure : url.length > 0 && !accessed.ok ? accessed.failure : null;
+    if (failure !== null) {
+      t.error = failure;
       stats.toolErrors++;
       handleDoneState(t, 'tool-error', hooks);
       continue;
     }
-    // An empty query is a format violation of its round; the tool answers "No results.".
-    const obs = q.length > 0 && results.ok ? results.observations.get(t)! : renderSearchObservation([], {});
     const before = t.responseIds.length;
-    applyObservation(t, obs, loop.codec, loop.options, hooks);
+    if (t.pendingUrl !== null) {
+      // An empty URL is a format violation of its round; the tool answers that there is no page.
+      const page = url.length > 0 && accessed.ok ? accessed.observations.get(t)! : renderNoPage(format);
+      if (page.page !== null) t.rounds[t.rounds.length - 1]!.page = page.page;
+      applyObservation(t, page.text, loop.codec, loop.options, hooks, page.shortText);
+    } else {
+      // An empty query is a format violation of its round; the tool answers "No results.".
+      const obs = q.length > 0 && searched.ok ? searched.observations.get(t)! : renderSearchObservation([], { format });
+      applyObservation(t, obs, loop.codec, loop.options, hooks);
+    }
     stats.observationTokens += t.responseIds.length - before;
   }
 }
 
-export const newLoopStats = (): AgentLoopStats => ({ steps: 0, rounds: 0, generatedTokens: 0, observationTokens: 0, searches: 0, toolErrors: 0, backendErrors: 0, generateMs: 0, toolMs: 0 });
+export const newLoopStats = (): AgentLoopStats => ({ steps: 0, rounds: 0, generatedTokens: 0, observationTokens: 0, searches: 0, accesses: 0, pagesOpened: 0, toolErrors: 0, backendErrors: 0, generateMs: 0, toolMs: 0 });
 
 /** Runs every question's group to completion. Trajectories in question order, samples in order. */
 export async function runAgentLoop(input: AgentLoopInput): Promise<{ trajectories: RolloutTrajectory[]; stats: AgentLoopStats }> {

@@ -7,6 +7,7 @@
 import { chatRendererFor } from '../protocol/chat';
 import { observationSegment } from '../protocol/stream';
 import { parseRoundOutput } from '../protocol/round';
+import { grammarFor } from '../protocol/grammar';
 import { locateMem } from '../protocol/mem-tokens';
 import type { GenerationFinish, GenerationOutput, RoundTrace, TextCodec } from '../contracts';
 import type { PipelineOptions } from '../options';
@@ -38,15 +39,16 @@ function memTags(toks: readonly number[], text: string, start: number, codec: Te
   return { memOpen: start + m.inclusive[0], memClose: start + m.inclusive[1] - 1, memContent: [start + m.content[0], start + m.content[1]] };
 }
 
-/** The state a round leads to: TOOL_CALLING after a search within the turn limit, else DONE with its reason. */
+/** The state a round leads to: TOOL_CALLING after a search or access within the turn limit, else DONE with its reason. */
 function nextState(t: RolloutTrajectory, round: RoundTrace, finishReason: GenerationFinish, options: PipelineOptions, hooks?: AgentLoopHooks): void {
   const r = options.rollout;
   if (round.action === 'answer') handleDoneState(t, 'answer', hooks);
-  else if (round.action === 'search') {
+  else if (round.action === 'search' || round.action === 'access') {
     if (t.rounds.length >= r.maxTurns) handleDoneState(t, 'max-turns', hooks);
     else {
       t.state = 'tool-calling';
-      t.pendingQuery = round.query ?? '';
+      if (round.action === 'search') t.pendingQuery = round.query ?? '';
+      else t.pendingUrl = round.url ?? '';
     }
   } else if (finishReason === 'eos') handleDoneState(t, 'eos', hooks);
   else if (finishReason === 'context') handleDoneState(t, 'context', hooks);
@@ -75,7 +77,7 @@ export function applyGeneration(
   const last = out.tokenIds[out.tokenIds.length - 1];
   const toks = last !== undefined && ids.endOfRound.has(last) ? out.tokenIds.slice(0, -1) : out.tokenIds;
   const text = codec.decode(toks);
-  const parsed = parseRoundOutput(text);
+  const parsed = parseRoundOutput(text, grammarFor(options.tool.access));
   const round: RoundTrace = {
     index: t.rounds.length + 1,
     start,
@@ -86,6 +88,7 @@ export function applyGeneration(
     finishReason: out.finishReason,
     action: parsed.action,
     query: parsed.search,
+    ...(parsed.access !== null ? { url: parsed.access } : {}),
     answer: parsed.answer,
     violations: parsed.violations,
     ...memTags(toks, text, start, codec, ids),
@@ -98,10 +101,15 @@ export function applyGeneration(
   return round;
 }
 
-/** Appends a tool observation ("\n" + obs + "\n", response_mask 0), cut to the response budget. */
-export function applyObservation(t: RolloutTrajectory, observation: string, codec: TextCodec, options: PipelineOptions, hooks?: AgentLoopHooks): void {
+/**
+ * Appends a tool observation ("\n" + obs + "\n", response_mask 0), cut to the response budget,
+ * and records it in the trajectory's memory: a search result, or with `shortText` a webpage chunk
+ * (docs/algorithm.md §7: whole in the round it arrives, afterwards only its short text).
+ */
+export function applyObservation(t: RolloutTrajectory, observation: string, codec: TextCodec, options: PipelineOptions, hooks?: AgentLoopHooks, shortText?: string): void {
   const round = t.rounds[t.rounds.length - 1]!;
-  t.memory.addSearchResults(observation);
+  if (shortText === undefined) t.memory.addSearchResults(observation);
+  else t.memory.addWebpage(observation, shortText);
   let seg = codec.encode(observationSegment(observation));
   const room = options.rollout.maxResponseTokens - t.responseIds.length;
   const truncated = seg.length > room;
@@ -112,8 +120,9 @@ export function applyObservation(t: RolloutTrajectory, observation: string, code
     t.responseMask.push(0);
     t.oldLogp.push(0);
   }
-  round.observation = { start, end: t.responseIds.length, text: observation, truncated };
+  round.observation = { start, end: t.responseIds.length, text: observation, truncated, ...(shortText !== undefined ? { shortText } : {}) };
   t.pendingQuery = null;
+  t.pendingUrl = null;
   if (t.responseIds.length >= options.rollout.maxResponseTokens) handleDoneState(t, 'response-budget', hooks);
   else t.state = 'generating';
 }

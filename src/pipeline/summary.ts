@@ -30,6 +30,11 @@ export interface RunSummary {
   observationTokens: number;
   scoredItems: number;
   doneReasons: Record<string, number>;
+  /**
+   * The page tool (docs/algorithm.md §1), only when some round accessed a URL: access rounds,
+   * the pages they opened (a chunk 1 shown) and the chunks shown in all.
+   */
+  access?: { rounds: number; pagesOpened: number; chunksShown: number };
   /** This invocation only (a resumed run counts only what it generated). */
   thisRun: {
     trajectories: number;
@@ -77,6 +82,7 @@ export function summarize(
     observationTokens: records.reduce((a, r) => a + r.responseMask.length - r.responseMask.reduce((s, m) => s + m, 0), 0),
     scoredItems: records.reduce((a, r) => a + 2 * r.rounds.filter((rd) => rd.memReward !== null).length, 0),
     doneReasons: reasons,
+    ...accessSummary(records),
     thisRun: stats === null ? null : {
       trajectories: run!.newTrajectories,
       batches: stats.batches,
@@ -93,6 +99,21 @@ export function summarize(
       },
     },
   };
+}
+
+function accessSummary(records: readonly BatchRecord[]): Pick<RunSummary, 'access'> {
+  let rounds = 0;
+  let pagesOpened = 0;
+  let chunksShown = 0;
+  for (const r of records) {
+    for (const rd of r.rounds) {
+      if (rd.action !== 'access') continue;
+      rounds++;
+      if (rd.page !== undefined) chunksShown++;
+      if (rd.page === 1) pagesOpened++;
+    }
+  }
+  return rounds === 0 ? {} : { access: { rounds, pagesOpened, chunksShown } };
 }
 
 export interface EvalBucket {

@@ -1,10 +1,11 @@
 /**
  * A trajectory while it is rolled out (docs/algorithm.md §1-§2): the contract's `Trajectory`
  * plus the live state only the agent loop reads, its context window (docs/algorithm.md §7) and
- * the search query waiting for the tool; and the transition into DONE / ERROR.
+ * the search query or URL waiting for the tool, the pages it is reading; and the transition into
+ * DONE / ERROR.
  */
 import {
-  ANSWER_CLOSE, ANSWER_OPEN, INFORMATION_CLOSE, INFORMATION_OPEN, MEM_CLOSE, MEM_OPEN, SEARCH_CLOSE, SEARCH_OPEN, THINK_CLOSE, THINK_OPEN,
+  ACCESS_CLOSE, ACCESS_OPEN, ANSWER_CLOSE, ANSWER_OPEN, INFORMATION_CLOSE, INFORMATION_OPEN, MEM_CLOSE, MEM_OPEN, SEARCH_CLOSE, SEARCH_OPEN, THINK_CLOSE, THINK_OPEN,
 } from '../protocol/tags';
 import type { MemTagIds } from '../protocol/mem-tokens';
 import { chatRendererFor, renderPrompt } from '../protocol/chat';
@@ -14,9 +15,19 @@ import { MempoError } from '../errors';
 import type { DoneReason, Question, RoundTrace, TextCodec, Trajectory } from '../contracts';
 import type { PipelineOptions } from '../options';
 
+/** A page the trajectory has opened: its chunks and how many it has read (docs/algorithm.md §1). */
+export interface PageCursor {
+  chunks: string[];
+  read: number;
+}
+
 export interface RolloutTrajectory extends Trajectory {
   memory: AgentMemory;
   pendingQuery: string | null;
+  /** The URL of the access waiting for the page tool. */
+  pendingUrl: string | null;
+  /** Pages opened so far, by URL: each access of a URL reads its next chunk. */
+  pages: Map<string, PageCursor>;
 }
 
 export interface AgentLoopHooks {
@@ -33,7 +44,7 @@ export interface ProtocolIds {
 }
 
 /** The tags the loop reads or writes; a tokenizer must encode each of them as text. */
-const PROTOCOL_TAGS = [MEM_OPEN, MEM_CLOSE, THINK_OPEN, THINK_CLOSE, SEARCH_OPEN, SEARCH_CLOSE, ANSWER_OPEN, ANSWER_CLOSE, INFORMATION_OPEN, INFORMATION_CLOSE];
+const PROTOCOL_TAGS = [MEM_OPEN, MEM_CLOSE, THINK_OPEN, THINK_CLOSE, SEARCH_OPEN, SEARCH_CLOSE, ACCESS_OPEN, ACCESS_CLOSE, ANSWER_OPEN, ANSWER_CLOSE, INFORMATION_OPEN, INFORMATION_CLOSE];
 
 /** A tag's id when it is one token that decodes to exactly the tag. */
 function singleTokenId(codec: TextCodec, tag: string): number | undefined {
@@ -77,6 +88,8 @@ export function newTrajectory(question: Question, sample: number, codec: TextCod
       webpageShortTextChars: m.webpageShortTextChars,
     }),
     pendingQuery: null,
+    pendingUrl: null,
+    pages: new Map(),
   };
 }
 
@@ -85,5 +98,6 @@ export function handleDoneState(t: RolloutTrajectory, reason: DoneReason, hooks:
   t.state = reason === 'tool-error' || reason === 'backend-error' ? 'error' : 'done';
   t.doneReason = reason;
   t.pendingQuery = null;
+  t.pendingUrl = null;
   hooks?.onDone?.(t);
 }

@@ -10,7 +10,7 @@ export interface MemoryRecord {
   type: MemoryRecordType;
   /** Full text. */
   text: string;
-  /** What a later prompt shows of a tool result (docs/algorithm.md §7 defaults: search = full text, webpage = first 100 chars). */
+  /** What a later prompt shows of a tool result (docs/algorithm.md §7 defaults: search = full text, webpage = first 100 chars of the chunk). */
   shortText: string;
 }
 
@@ -74,7 +74,9 @@ export class AgentMemory {
   /**
    * docs/algorithm.md §7: system + question, then every record after the stop point: scanning backward from
    * the newest record, stop at the (windowToolResults + 1)-th tool result from the end, or at
-   * the prompt. `llm_gen` → assistant (full text); tool results → user (shortText).
+   * the prompt. `llm_gen` → assistant (full text); tool results → user: the newest record, a tool
+   * result that has just arrived, with its full text (ASearcher shows a page chunk whole in the
+   * round it arrives), every earlier one with its shortText.
    */
   preparePrompt(): ChatMessage[] {
     const messages: ChatMessage[] = [
@@ -96,7 +98,7 @@ export class AgentMemory {
     }
     for (let j = stop + 1; j < recs.length; j++) {
       const r = recs[j]!;
-      if (TOOL_TYPES.has(r.type)) messages.push({ role: 'user', content: r.shortText });
+      if (TOOL_TYPES.has(r.type)) messages.push({ role: 'user', content: j === recs.length - 1 ? r.text : r.shortText });
       else if (r.type === 'llm_gen') messages.push({ role: 'assistant', content: r.text });
       else throw new Error(`Unknown record type: ${String(r.type)} (record ${j})`);
     }

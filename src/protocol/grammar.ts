@@ -3,9 +3,12 @@
  *
  *   round  := ws MEM ws THINK ws ACTION ws
  *   MEM    := <mem> text </mem>          THINK := <think> text </think>
- *   ACTION := <search> query </search>  |  <answer> answer </answer>    (query, answer not blank)
+ *   ACTION := <search> query </search>  |  <access> url </access>  |  <answer> answer </answer>
+ *             (query, url, answer not blank)
  *
- * where `text` holds no protocol tag and `ws` is whitespace only. `checkRound` reads a round
+ * where `text` holds no protocol tag and `ws` is whitespace only. `<access>` is an action only in
+ * the grammar of an agent with the page tool (`ACCESS_GRAMMAR`); in `SEARCH_GRAMMAR`, the
+ * default, it is text, so an agent without pages reads and reports rounds exactly as before. `checkRound` reads a round
  * once (tag lexer → top-level blocks) and reports that reading two ways: every violation
  * (`parseRoundOutput`, the per-round statistics) and where the round first leaves the grammar
  * (the reason `validateFormat` gives). A round is valid exactly when it has no violation; the
@@ -24,6 +27,7 @@ export type ViolationCode =
   | 'no-action'
   | 'two-actions'
   | 'empty-query'
+  | 'empty-url'
   | 'empty-answer'
   | 'model-wrote-information';
 
@@ -32,9 +36,9 @@ export interface Violation {
   message: string;
 }
 
-export const TAG_NAMES = ['mem', 'think', 'search', 'answer', 'information'] as const;
+export const TAG_NAMES = ['mem', 'think', 'search', 'access', 'answer', 'information'] as const;
 export type TagName = (typeof TAG_NAMES)[number];
-export type ActionName = 'search' | 'answer';
+export type ActionName = 'search' | 'access' | 'answer';
 
 export interface TagToken {
   name: TagName;
@@ -42,22 +46,6 @@ export interface TagToken {
   /** Offset of `<` and one past `>`. */
   index: number;
   end: number;
-}
-
-const TAG_RE = new RegExp(`<(/?)(${TAG_NAMES.join('|')})>`, 'g');
-
-/** The protocol tags of `text`, in order (anything else, `<b>` say, is text). */
-export function lexTags(text: string): TagToken[] {
-  const out: TagToken[] = [];
-  for (const m of text.matchAll(TAG_RE)) {
-    const index = m.index ?? 0;
-    out.push({ name: m[2] as TagName, close: m[1] === '/', index, end: index + m[0].length });
-  }
-  return out;
-}
-
-export function tagText(t: TagToken): string {
-  return `<${t.close ? '/' : ''}${t.name}>`;
 }
 
 interface Slot {
@@ -68,21 +56,61 @@ interface Slot {
   where: string;
 }
 
-/** The blocks of a round, in order. */
-const ROUND_SLOTS: readonly Slot[] = [
-  { names: ['mem'], missing: 'missing-mem', where: 'to open the round' },
-  { names: ['think'], missing: 'missing-think', where: 'after </mem>' },
-  { names: ['search', 'answer'], missing: 'no-action', where: 'after </think>' },
-];
+/** The round grammar of an agent with the given actions (its tools and `answer`). */
+export interface Grammar {
+  readonly actions: readonly ActionName[];
+  /** Matches the grammar's tags; anything else, `<b>` say, is text. */
+  readonly tagRe: RegExp;
+  /** The blocks of a round, in order. */
+  readonly slots: readonly Slot[];
+}
 
-/** The empty-action rule, the same for every reader: a blank query or answer is a violation. */
+function grammarOf(actions: readonly ActionName[]): Grammar {
+  const names: TagName[] = ['mem', 'think', ...actions, 'information'];
+  return {
+    actions,
+    tagRe: new RegExp(`<(/?)(${names.join('|')})>`, 'g'),
+    slots: [
+      { names: ['mem'], missing: 'missing-mem', where: 'to open the round' },
+      { names: ['think'], missing: 'missing-think', where: 'after </mem>' },
+      { names: actions, missing: 'no-action', where: 'after </think>' },
+    ],
+  };
+}
+
+/** The search agent's grammar (the default): actions `<search>` and `<answer>`. */
+export const SEARCH_GRAMMAR: Grammar = grammarOf(['search', 'answer']);
+/** The grammar of an agent with the page tool (`tool.access`): `<search>`, `<access>` or `<answer>`. */
+export const ACCESS_GRAMMAR: Grammar = grammarOf(['search', 'access', 'answer']);
+
+/** The grammar of an agent with (`access`) or without the page tool. */
+export function grammarFor(access: boolean): Grammar {
+  return access ? ACCESS_GRAMMAR : SEARCH_GRAMMAR;
+}
+
+/** The protocol tags of `text` in `grammar`, in order (anything else, `<b>` say, is text). */
+export function lexTags(text: string, grammar: Grammar = SEARCH_GRAMMAR): TagToken[] {
+  const out: TagToken[] = [];
+  for (const m of text.matchAll(grammar.tagRe)) {
+    const index = m.index ?? 0;
+    out.push({ name: m[2] as TagName, close: m[1] === '/', index, end: index + m[0].length });
+  }
+  return out;
+}
+
+export function tagText(t: TagToken): string {
+  return `<${t.close ? '/' : ''}${t.name}>`;
+}
+
+/** The empty-action rule, the same for every reader: a blank query, URL or answer is a violation. */
 const EMPTY_ACTION: Readonly<Record<ActionName, Violation>> = {
   search: { code: 'empty-query', message: 'the search query is empty' },
+  access: { code: 'empty-url', message: 'the access URL is empty' },
   answer: { code: 'empty-answer', message: 'the answer is empty' },
 };
 
 export function isAction(name: TagName): name is ActionName {
-  return name === 'search' || name === 'answer';
+  return name === 'search' || name === 'access' || name === 'answer';
 }
 
 /** A top-level block: from an opening tag to its closing tag (or to where reading gave up). */
@@ -107,8 +135,8 @@ interface Reading {
 }
 
 /** Reads `text` into top-level blocks; an opening tag inside an open block closes it unclosed. */
-function readBlocks(text: string): Reading {
-  const tags = lexTags(text);
+function readBlocks(text: string, grammar: Grammar): Reading {
+  const tags = lexTags(text, grammar);
   const faults: Violation[] = [];
   const add = (code: ViolationCode, message: string) => faults.push({ code, message });
   const blocks: Block[] = [];
@@ -142,8 +170,9 @@ function readBlocks(text: string): Reading {
   return { tags, blocks, faults, outside };
 }
 
-/** Every way the blocks differ from `ROUND_SLOTS` (besides the lexical faults). */
-function blockViolations(r: Reading): Violation[] {
+/** Every way the blocks differ from the grammar's slots (besides the lexical faults). */
+function blockViolations(r: Reading, grammar: Grammar): Violation[] {
+  const slots = grammar.slots;
   const out: Violation[] = [];
   const add = (code: ViolationCode, message: string) => out.push({ code, message });
   const outside = r.outside.trim();
@@ -153,8 +182,8 @@ function blockViolations(r: Reading): Violation[] {
   for (const [name, n] of counts) if (n > 1) add('repeated-tag', `<${name}> appears ${n} times`);
   if (counts.has('information')) add('model-wrote-information', 'the model wrote an <information> block');
 
-  const found = ROUND_SLOTS.map((s) => firstClosed(r.blocks, s.names));
-  ROUND_SLOTS.forEach((s, i) => {
+  const found = slots.map((s) => firstClosed(r.blocks, s.names));
+  slots.forEach((s, i) => {
     if (found[i] === undefined) add(s.missing, `no closed <${s.names.join('> or <')}>`);
   });
   const actions = r.blocks.filter((b) => b.closed && isAction(b.name));
@@ -164,7 +193,7 @@ function blockViolations(r: Reading): Violation[] {
   const seen = r.blocks.filter((b) => b.closed && expected.includes(b.name)).map((b) => b.name);
   const firstSeen = seen.filter((n, i) => seen.indexOf(n) === i);
   if (firstSeen.join() !== expected.join()) {
-    add('tag-order', `tags in the order ${firstSeen.map((n) => `<${n}>`).join(', ')}; expected <mem>, <think>, then <search> or <answer>`);
+    add('tag-order', `tags in the order ${firstSeen.map((n) => `<${n}>`).join(', ')}; expected <mem>, <think>, then <${grammar.actions.join('> or <')}>`);
   }
   const act = actions[0];
   if (act !== undefined && isAction(act.name) && act.content.trim().length === 0) out.push({ ...EMPTY_ACTION[act.name] });
@@ -175,11 +204,11 @@ function blockViolations(r: Reading): Violation[] {
  * Where `text` first leaves the grammar, read left to right (the wording of `validateFormat`'s
  * reasons); null when it never does, which is exactly when `checkRound` finds no violation.
  */
-export function firstDeviation(text: string, tags: readonly TagToken[] = lexTags(text)): string | null {
+export function firstDeviation(text: string, grammar: Grammar = SEARCH_GRAMMAR, tags: readonly TagToken[] = lexTags(text, grammar)): string | null {
   let pos = 0;
   let i = 0;
   const blankTo = (to: number) => text.slice(pos, to).trim().length === 0;
-  for (const slot of ROUND_SLOTS) {
+  for (const slot of grammar.slots) {
     const expected = `<${slot.names.join('> or <')}> ${slot.where}`;
     const open = tags[i];
     if (open === undefined) return `expected ${expected} but the response ended`;
@@ -207,12 +236,12 @@ export interface RoundCheck {
   deviation: string | null;
 }
 
-/** Reads one round's generated text against the grammar. */
-export function checkRound(text: string): RoundCheck {
-  const r = readBlocks(text);
-  const violations = [...r.faults, ...blockViolations(r)];
+/** Reads one round's generated text against `grammar`. */
+export function checkRound(text: string, grammar: Grammar = SEARCH_GRAMMAR): RoundCheck {
+  const r = readBlocks(text, grammar);
+  const violations = [...r.faults, ...blockViolations(r, grammar)];
   const first = violations[0];
-  const deviation = first === undefined ? null : firstDeviation(text, r.tags) ?? first.message;
+  const deviation = first === undefined ? null : firstDeviation(text, grammar, r.tags) ?? first.message;
   return { blocks: r.blocks, violations, deviation };
 }
 

@@ -1,18 +1,18 @@
 /**
  * The whole response stream (docs/algorithm.md §1-§2): rounds, each followed by the
- * `<information>` observation of its search. A round ends where its generation stops, at the
- * first `</search>` or `</answer>`, and is checked by the round grammar (`checkRound`); an
+ * `<information>` observation of its search (or access). A round ends where its generation
+ * stops, at the first closing action tag, and is checked by the round grammar (`checkRound`); an
  * observation is tool output and is skipped whole, whatever it contains.
  */
-import { checkRound, isAction, lexTags, type TagToken } from './grammar';
+import { checkRound, isAction, lexTags, SEARCH_GRAMMAR, type Grammar, type TagToken } from './grammar';
 
 /**
  * The first format error of `response` as "round N: …", or null when every round is valid,
- * only search rounds are followed by an observation, nothing but whitespace lies between them,
+ * only tool rounds (search, access) are followed by an observation, nothing but whitespace lies between them,
  * an answer round is the last round and, with `requireAnswer`, there is one.
  */
-export function responseFormatError(response: string, requireAnswer: boolean): string | null {
-  const tags = lexTags(response);
+export function responseFormatError(response: string, requireAnswer: boolean, grammar: Grammar = SEARCH_GRAMMAR): string | null {
+  const tags = lexTags(response, grammar);
   const blank = (from: number, to?: number) => response.slice(from, to).trim().length === 0;
   let i = 0;
   let pos = 0;
@@ -25,7 +25,7 @@ export function responseFormatError(response: string, requireAnswer: boolean): s
     while (j < tags.length && !(tags[j]!.close && isAction(tags[j]!.name))) j++;
     const stop: TagToken | undefined = tags[j];
     const end = stop === undefined ? response.length : stop.end;
-    const { deviation } = checkRound(response.slice(pos, end));
+    const { deviation } = checkRound(response.slice(pos, end), grammar);
     if (deviation !== null) return `round ${round}: ${deviation}`;
     answered = stop?.name === 'answer';
     pos = end;

@@ -4,7 +4,8 @@
  * tokenizer's come from `resolveProtocolIds` (`special-ids.ts`).
  *
  * A round's generated text has no whitespace between or inside the tag delimiters:
- * `<mem>FACTS</mem><think>REASONING</think><search>QUERY</search>` or
+ * `<mem>FACTS</mem><think>REASONING</think><search>QUERY</search>`,
+ * `<mem>FACTS</mem><think>REASONING</think><access>URL</access>` (with a page tool) or
  * `<mem>FACTS</mem><think>REASONING</think><answer>ANSWER</answer>` (`grammar.ts` is the rule).
  * Every place where two pieces are concatenated (round text / observation / chat markers) is next
  * to one of these tags, so with a tokenizer that has them as single tokens `encode(a + b)` equals
@@ -23,6 +24,9 @@ export const THINK_OPEN = '<think>';
 export const THINK_CLOSE = '</think>';
 export const SEARCH_OPEN = '<search>';
 export const SEARCH_CLOSE = '</search>';
+/** The page tool's tags: not in `SPECIAL_TOKENS` (the embedded tokenizer spells them with ordinary tokens). */
+export const ACCESS_OPEN = '<access>';
+export const ACCESS_CLOSE = '</access>';
 export const ANSWER_OPEN = '<answer>';
 export const ANSWER_CLOSE = '</answer>';
 export const INFORMATION_OPEN = '<information>';
@@ -47,5 +51,5 @@ export const SPECIAL_TOKENS = [
 
 export type SpecialToken = (typeof SPECIAL_TOKENS)[number];
 
-/** Strings that end a round's generation (docs/algorithm.md §1). */
-export const STOP_STRINGS = [SEARCH_CLOSE, ANSWER_CLOSE] as const;
+/** Strings that end a round's generation (docs/algorithm.md §1), ASearcher's three. */
+export const STOP_STRINGS = [SEARCH_CLOSE, ACCESS_CLOSE, ANSWER_CLOSE] as const;

@@ -2,15 +2,17 @@
  * The embedded retriever: BM25 (minisearch's BM25+, k1 1.2, b 0.7, delta 0.5) over a JSONL
  * corpus of `{ id, title, contents, url? }` lines, fields `title` and `contents` searched
  * together. A line without `title` is in Search-R1's wiki-18 layout (`{ id, contents:
- * "\"Title\"\ntext" }`): its title is the first line of `contents`, kept once.
+ * "\"Title\"\ntext" }`): its title is the first line of `contents`, kept once. Given a `PageStore`
+ * it is also the page tool (`access`, docs/algorithm.md §1).
  */
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import MiniSearch from 'minisearch';
 import { z } from 'zod';
 import { MempoError } from '../errors';
 import { readJsonlLines } from '../io/jsonl';
-import type { RetrievedDoc, Retriever } from '../contracts';
+import type { Page, RetrievedDoc, Retriever } from '../contracts';
 import { splitTitle } from './observation';
+import type { PageStore } from './pages';
 
 export const corpusLineSchema = z.object({
   id: z.preprocess((v) => (typeof v === 'number' && Number.isInteger(v) ? String(v) : v), z.string().min(1)),
@@ -43,9 +45,12 @@ export class Bm25Retriever implements Retriever {
   private readonly index: MiniSearch<CorpusDocument>;
   private readonly docs: Map<string, CorpusDocument>;
   private readonly options: Required<Bm25Options>;
+  /** The page tool, when the retriever was given pages. */
+  readonly access?: (urls: readonly string[]) => Promise<Array<Page | null>>;
 
-  constructor(docs: readonly CorpusDocument[], options: Bm25Options = {}, name = 'bm25') {
+  constructor(docs: readonly CorpusDocument[], options: Bm25Options = {}, name = 'bm25', readonly pages: PageStore | null = null) {
     this.name = name;
+    if (pages !== null) this.access = (urls) => pages.access(urls);
     this.options = { k: options.k ?? 1.2, b: options.b ?? 0.7, d: options.d ?? 0.5, titleBoost: options.titleBoost ?? 1 };
     this.docs = new Map();
     docs.forEach((doc, i) => {
@@ -59,8 +64,8 @@ export class Bm25Retriever implements Retriever {
     this.index.addAll(docs as CorpusDocument[]);
   }
 
-  /** Loads and validates a JSONL corpus (`{ id, title, contents }` per line). */
-  static fromJsonl(file: string, options: Bm25Options = {}): Bm25Retriever {
+  /** Loads and validates a JSONL corpus (`{ id, title, contents }` per line), with `pages` the page tool. */
+  static fromJsonl(file: string, options: Bm25Options = {}, pages: PageStore | null = null): Bm25Retriever {
     const lines = readJsonlLines(file, corpusLineSchema);
     const seen = new Map<string, number>();
     for (const { line, value } of lines) {
@@ -68,7 +73,7 @@ export class Bm25Retriever implements Retriever {
       if (prev !== undefined) throw new MempoError('ERR_INVALID_INPUT', `${file}:${line}: field "id": ${JSON.stringify(value.id)} repeats line ${prev}`);
       seen.set(value.id, line);
     }
-    return new Bm25Retriever(lines.map((l) => l.value), options, `bm25:${file}`);
+    return new Bm25Retriever(lines.map((l) => l.value), options, `bm25:${file}`, pages);
   }
 
   /**

@@ -4,6 +4,8 @@
  * `{ result: [[{ document: { contents, title?, url? }, score }]] }` (one list per query; servers
  * that leave return_scores false answer bare documents). Documents without a title follow
  * Search-R1's corpus layout: the first line of `contents` is the title (`splitTitle`).
+ * The page tool is ASearcher's `POST {server}/access` with `{ urls }`, answered by
+ * `{ result: [page | null] }` (a page: `{ contents, url?, title? }`), one per URL.
  * Each request has a timeout; network errors, timeouts and 5xx answers are retried with
  * exponential backoff; when the server stays down the error says so and how to fix it.
  */
@@ -12,7 +14,7 @@ import { DEFAULTS } from '../options';
 import { isHttpUrl } from '../validate';
 import { MempoError } from '../errors';
 import { zodMessage } from '../io/jsonl';
-import type { RetrievedDoc, Retriever } from '../contracts';
+import type { Page, RetrievedDoc, Retriever } from '../contracts';
 import { splitTitle } from './observation';
 
 export interface HttpRetrieverOptions {
@@ -30,6 +32,8 @@ const hitSchema = z.union([
   documentSchema,
 ]);
 const responseSchema = z.object({ result: z.array(z.array(hitSchema)) }).passthrough();
+const pageSchema = z.object({ contents: z.string(), url: z.string().nullish(), title: z.string().nullish() }).passthrough();
+const accessSchema = z.object({ result: z.array(pageSchema.nullable()) }).passthrough();
 
 class RetryableError extends Error {}
 
@@ -48,6 +52,8 @@ export class HttpRetriever implements Retriever {
   readonly timeoutMs: number;
   readonly retries: number;
   readonly backoffMs: number;
+  /** The server's page endpoint, `/access` beside the search endpoint. */
+  readonly accessUrl: string;
 
   constructor(readonly url: string, options: HttpRetrieverOptions = {}) {
     if (!isHttpUrl(url)) {
@@ -57,6 +63,7 @@ export class HttpRetriever implements Retriever {
     // A bare server address means its /retrieve endpoint.
     if (parsed.pathname === '/' || parsed.pathname === '') parsed.pathname = '/retrieve';
     this.url = parsed.toString();
+    this.accessUrl = new URL('access', this.url).toString();
     this.name = `http:${this.url}`;
     this.timeoutMs = options.timeoutMs ?? DEFAULTS.retriever.timeoutMs;
     this.retries = options.retries ?? DEFAULTS.retriever.retries;
@@ -66,11 +73,54 @@ export class HttpRetriever implements Retriever {
   async search(queries: readonly string[], topk: number): Promise<RetrievedDoc[][]> {
     if (queries.length === 0) return [];
     const body = JSON.stringify({ queries, topk, return_scores: true });
+    return this.withRetries(this.url, async () => {
+      const json = await this.once(this.url, body);
+      const r = responseSchema.safeParse(json);
+      if (!r.success) {
+        throw new MempoError('ERR_RETRIEVER_RESPONSE', `The retrieval server at ${this.url} answered an unexpected shape: ${zodMessage(r.error)}`);
+      }
+      if (r.data.result.length !== queries.length) {
+        throw new MempoError('ERR_RETRIEVER_RESPONSE', `The retrieval server at ${this.url} answered ${r.data.result.length} result lists for ${queries.length} queries`);
+      }
+      return r.data.result.map((hits) => hits.map(toDoc));
+    });
+  }
+
+  /** The page tool: ASearcher's `POST /access`, one page (or null) per URL. */
+  async access(urls: readonly string[]): Promise<Array<Page | null>> {
+    if (urls.length === 0) return [];
+    const body = JSON.stringify({ urls });
+    return this.withRetries(this.accessUrl, async () => {
+      const json = await this.once(this.accessUrl, body);
+      const r = accessSchema.safeParse(json);
+      if (!r.success) {
+        throw new MempoError('ERR_RETRIEVER_RESPONSE', `The retrieval server at ${this.accessUrl} answered an unexpected shape: ${zodMessage(r.error)}`);
+      }
+      if (r.data.result.length !== urls.length) {
+        throw new MempoError('ERR_RETRIEVER_RESPONSE', `The retrieval server at ${this.accessUrl} answered ${r.data.result.length} pages for ${urls.length} URLs`);
+      }
+      return r.data.result.map((p, i) => (p === null ? null : { url: p.url ?? urls[i]!, title: p.title ?? '', contents: p.contents }));
+    });
+  }
+
+  /**
+   * Whether the server has pages: one `POST /access` with no URLs, answered 200 by a server with
+   * pages (mempo serve-retriever --pages, ASearcher's). Any other answer, or none, is "no pages".
+   */
+  async hasPages(): Promise<boolean> {
+    try {
+      return accessSchema.safeParse(await this.once(this.accessUrl, JSON.stringify({ urls: [] }))).success;
+    } catch {
+      return false;
+    }
+  }
+
+  private async withRetries<T>(url: string, call: () => Promise<T>): Promise<T> {
     const attempts = this.retries + 1;
     let last = '';
     for (let attempt = 1; attempt <= attempts; attempt++) {
       try {
-        return await this.once(body, queries.length);
+        return await call();
       } catch (err) {
         if (!(err instanceof RetryableError)) throw err;
         last = err.message;
@@ -79,18 +129,19 @@ export class HttpRetriever implements Retriever {
     }
     throw new MempoError(
       'ERR_RETRIEVER_DOWN',
-      `The retrieval server at ${this.url} did not answer after ${attempts} attempt${attempts === 1 ? '' : 's'} (last error: ${last}). ` +
+      `The retrieval server at ${url} did not answer after ${attempts} attempt${attempts === 1 ? '' : 's'} (last error: ${last}). ` +
         'Start the server (e.g. Search-R1 `retrieval_server.py` / ASearcher), check the URL, or search the local corpus with --corpus FILE.',
     );
   }
 
-  private async once(body: string, n: number): Promise<RetrievedDoc[][]> {
+  /** One POST: the parsed JSON; RetryableError for what a retry may cure. */
+  private async once(url: string, body: string): Promise<unknown> {
     const ctrl = new AbortController();
     const timer = setTimeout(() => ctrl.abort(), this.timeoutMs);
     let res: Response;
     let text: string;
     try {
-      res = await fetch(this.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body, signal: ctrl.signal });
+      res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body, signal: ctrl.signal });
       text = await res.text();
     } catch (err) {
       const e = err as Error & { cause?: { code?: string; message?: string } };
@@ -101,22 +152,13 @@ export class HttpRetriever implements Retriever {
     }
     if (res.status >= 500 || res.status === 429) throw new RetryableError(`HTTP ${res.status} ${clip(text)}`);
     if (!res.ok) {
-      throw new MempoError('ERR_RETRIEVER_RESPONSE', `The retrieval server at ${this.url} answered HTTP ${res.status}: ${clip(text)}`);
+      throw new MempoError('ERR_RETRIEVER_RESPONSE', `The retrieval server at ${url} answered HTTP ${res.status}: ${clip(text)}`);
     }
-    let json: unknown;
     try {
-      json = JSON.parse(text);
+      return JSON.parse(text) as unknown;
     } catch {
-      throw new MempoError('ERR_RETRIEVER_RESPONSE', `The retrieval server at ${this.url} answered with invalid JSON: ${clip(text)}`);
+      throw new MempoError('ERR_RETRIEVER_RESPONSE', `The retrieval server at ${url} answered with invalid JSON: ${clip(text)}`);
     }
-    const r = responseSchema.safeParse(json);
-    if (!r.success) {
-      throw new MempoError('ERR_RETRIEVER_RESPONSE', `The retrieval server at ${this.url} answered an unexpected shape: ${zodMessage(r.error)}`);
-    }
-    if (r.data.result.length !== n) {
-      throw new MempoError('ERR_RETRIEVER_RESPONSE', `The retrieval server at ${this.url} answered ${r.data.result.length} result lists for ${n} queries`);
-    }
-    return r.data.result.map((hits) => hits.map(toDoc));
   }
 }
 

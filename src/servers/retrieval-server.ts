@@ -10,6 +10,14 @@
  * (`QueryRequest.return_scores: bool = False`): each hit is then the bare document. `url` is
  * there when the corpus line has one.
  *
+ * With pages (a retriever with `access`: `mempo serve-retriever --pages FILE`), ASearcher's page
+ * endpoint beside it:
+ *
+ *   POST /access    { urls: string[] }  →  { result: [{ url, title, contents } | null] }   (one per URL)
+ *
+ * URLs are bounded (`maxUrls` per request, `maxUrlChars` each, 400) and so is each page's
+ * contents in the answer (`maxPageChars`, cut: what an agent reads of a page, ASearcher's 250,000).
+ *
  * Queries are bounded (`maxQueryChars` per query, 400; `maxTotalChars` per request, 413): BM25's
  * work grows with the query's terms (a 100 KB query ran the heap out of memory). The embedded
  * retriever answers a request's queries in slices with event-loop turns between them, so one slow
@@ -28,6 +36,9 @@ export const RETRIEVAL_SERVER_DEFAULTS = {
   defaultTopk: DEFAULT_TOPK,
   maxQueryChars: 4096,
   maxTotalChars: 1 << 20,
+  maxUrls: 1024,
+  maxUrlChars: 2048,
+  maxPageChars: 250_000,
 } as const;
 
 export interface RetrievalServerOptions {
@@ -45,6 +56,11 @@ export interface RetrievalServerOptions {
    */
   maxQueryChars?: number;
   maxTotalChars?: number;
+  /** /access: most URLs in one request (default 1024) and longest URL (default 2048 characters); more get 400 naming the field. */
+  maxUrls?: number;
+  maxUrlChars?: number;
+  /** /access: each page's contents is answered cut to this many characters (default 250,000: ASearcher's agent reads no more). */
+  maxPageChars?: number;
 }
 
 /** Checks a /retrieve body; every message names the field at fault. */
@@ -72,6 +88,19 @@ export function parseRetrieveRequest(
   return { queries: queries as string[], topk, returnScores: rs };
 }
 
+/** Checks an /access body; every message names the field at fault. */
+export function parseAccessRequest(text: string, o: Required<RetrievalServerOptions>): string[] {
+  const b = parseJsonObject(text);
+  const urls = b['urls'];
+  if (!Array.isArray(urls)) throw new RequestError(400, 'field "urls": expected an array of strings');
+  if (urls.length > o.maxUrls) throw new RequestError(400, `field "urls": at most ${o.maxUrls} URLs per request, received ${urls.length}`);
+  urls.forEach((u, i) => {
+    if (typeof u !== 'string') throw new RequestError(400, `field "urls[${i}]": expected a string`);
+    if (u.length > o.maxUrlChars) throw new RequestError(400, `field "urls[${i}]": ${u.length} characters; at most ${o.maxUrlChars} per URL`);
+  });
+  return urls as string[];
+}
+
 export function createRetrievalServer(retriever: Retriever, options: RetrievalServerOptions = {}): http.Server {
   const D = RETRIEVAL_SERVER_DEFAULTS;
   const o: Required<RetrievalServerOptions> = {
@@ -81,14 +110,27 @@ export function createRetrievalServer(retriever: Retriever, options: RetrievalSe
     defaultTopk: options.defaultTopk ?? D.defaultTopk,
     maxQueryChars: options.maxQueryChars ?? D.maxQueryChars,
     maxTotalChars: options.maxTotalChars ?? D.maxTotalChars,
+    maxUrls: options.maxUrls ?? D.maxUrls,
+    maxUrlChars: options.maxUrlChars ?? D.maxUrlChars,
+    maxPageChars: options.maxPageChars ?? D.maxPageChars,
   };
+  const endpoints = retriever.access === undefined ? 'POST /retrieve' : 'POST /retrieve or POST /access';
   return http.createServer((req, res) => {
     const send = (status: number, payload: unknown) => sendJson(res, status, payload);
     const path = (req.url ?? '/').split('?')[0];
-    if (path !== '/retrieve') return send(404, { error: `no such endpoint ${path}; use POST /retrieve` });
-    if (req.method !== 'POST') return send(405, { error: `method ${req.method} not allowed; use POST /retrieve` });
+    if (path === '/access' && retriever.access === undefined) {
+      return send(404, { error: 'no such endpoint /access: this server has no pages (start it with --pages FILE); use POST /retrieve' });
+    }
+    if (path !== '/retrieve' && path !== '/access') return send(404, { error: `no such endpoint ${path}; use ${endpoints}` });
+    if (req.method !== 'POST') return send(405, { error: `method ${req.method} not allowed; use POST ${path}` });
     readBody(req, o.maxBodyBytes)
       .then(async (text) => {
+        if (path === '/access') {
+          const urls = parseAccessRequest(text, o);
+          const pages = await retriever.access!(urls);
+          send(200, { result: pages.map((p) => (p === null ? null : { url: p.url, title: p.title, contents: p.contents.slice(0, o.maxPageChars) })) });
+          return;
+        }
         const { queries, topk, returnScores } = parseRetrieveRequest(text, o);
         const hits = await retriever.search(queries, topk);
         send(200, {

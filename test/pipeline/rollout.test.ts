@@ -68,7 +68,7 @@ describe('agent state machine (scripted generator)', () => {
     expect(trajectories).toHaveLength(2);
     expect(ret.calls).toEqual([['Mamek country', 'Mamek country']]);
     expect(gen.calls.map((c) => c.requests.length)).toEqual([2, 2]);
-    expect(gen.calls[0]!.params.stop).toEqual(['</search>', '</answer>']);
+    expect(gen.calls[0]!.params.stop).toEqual(['</search>', '</access>', '</answer>']);
     const t = trajectories[0]!;
     expect(t.uid).toBe('q1');
     expect(trajectories.map((x) => x.sample)).toEqual([0, 1]);

@@ -44,13 +44,31 @@ describe('AgentMemory.prepare_prompt', () => {
     m.addGeneration('g');
     m.addSearchResults(long);
     m.addWebpage(long);
+    m.addGeneration('g2');
     const msgs = m.preparePrompt();
     expect(msgs[3]!.content).toBe(long);
     expect(msgs[4]!.content).toBe('w'.repeat(100));
     const m2 = new AgentMemory('q', { windowToolResults: 3, searchShortTextChars: 10, webpageShortTextChars: null });
     m2.addSearchResults(long);
     m2.addWebpage(long);
-    expect(m2.preparePrompt().slice(2).map((x) => x.content.length)).toEqual([10, 250]);
+    m2.addGeneration('g');
+    expect(m2.preparePrompt().slice(2).map((x) => x.content.length)).toEqual([10, 250, 1]);
+  });
+
+  test('a tool result is shown whole in the round it arrives, afterwards by its shortText', () => {
+    const page = 'p'.repeat(300);
+    const m = new AgentMemory('q', { windowToolResults: 2, searchShortTextChars: 5 });
+    m.addGeneration('g1');
+    m.addWebpage(page, 'short page');
+    expect(m.preparePrompt().slice(2).map((x) => x.content)).toEqual(['g1', page]);
+    m.addGeneration('g2');
+    expect(m.preparePrompt().slice(2).map((x) => x.content)).toEqual(['g1', 'short page', 'g2']);
+    m.addSearchResults('search result');
+    expect(m.preparePrompt().slice(2).map((x) => x.content)).toEqual(['g1', 'short page', 'g2', 'search result']);
+    m.addGeneration('g3');
+    m.addSearchResults('next result');
+    // The window of 2 has left the page: nothing of it remains.
+    expect(m.preparePrompt().slice(2).map((x) => x.content)).toEqual(['g2', 'searc', 'g3', 'next result']);
   });
 
   test('an unknown record type is an error', () => {

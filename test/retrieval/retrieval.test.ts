@@ -18,7 +18,7 @@ import { CORPUS, FakeScorer, Q1, answer, search, tokenizer } from '../pipeline/h
 describe('parseRoundOutput', () => {
   test('a well-formed search round has no violations', () => {
     const p = parseRoundOutput('<mem>none</mem><think>Find it.</think><search>Mamek country</search>');
-    expect(p).toEqual({ mem: 'none', think: 'Find it.', search: 'Mamek country', answer: null, action: 'search', violations: [] });
+    expect(p).toEqual({ mem: 'none', think: 'Find it.', search: 'Mamek country', access: null, answer: null, action: 'search', violations: [] });
   });
 
   test('a well-formed answer round', () => {
