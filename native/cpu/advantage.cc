@@ -57,8 +57,20 @@ void fill_row_scalar(float v, float* o, int64_t n) {
 }
 
 #if MEMPO_X86
-// Streaming stores: the [B, T] results are far larger than the caches and are not read back
-// here, so writing around the cache saves the read-for-ownership traffic.
+// Streaming stores for results far larger than the caches (not read back here: writing around the
+// cache saves the read-for-ownership traffic); plain stores for the others, which the caller reads
+// from cache next, and where short segments would leave write-combining lines half full (a span
+// of 20 values streamed cost the fused stage 10x its plain-store time at B = 512, T = 1024).
+template <bool kStream>
+MEMPO_AVX2_TARGET inline void store8(float* o, __m256 v) {
+  if (kStream) {
+    _mm256_stream_ps(o, v);
+  } else {
+    _mm256_store_ps(o, v);
+  }
+}
+
+template <bool kStream>
 MEMPO_AVX2_TARGET void masked_row_avx2(float v, const uint8_t* m, float* o, int64_t n) {
   int64_t c = 0;
   for (; c < n && (reinterpret_cast<uintptr_t>(o + c) & 31) != 0; ++c) o[c] = m[c] != 0 ? v : 0.0f;
@@ -67,43 +79,50 @@ MEMPO_AVX2_TARGET void masked_row_avx2(float v, const uint8_t* m, float* o, int6
   for (; c + 8 <= n; c += 8) {
     const __m128i mb = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m + c));
     const __m256i is_zero = _mm256_cmpeq_epi32(_mm256_cvtepu8_epi32(mb), zero);
-    _mm256_stream_ps(o + c, _mm256_andnot_ps(_mm256_castsi256_ps(is_zero), vv));
+    store8<kStream>(o + c, _mm256_andnot_ps(_mm256_castsi256_ps(is_zero), vv));
   }
   for (; c < n; ++c) o[c] = m[c] != 0 ? v : 0.0f;
 }
 
+template <bool kStream>
 MEMPO_AVX2_TARGET void fill_row_avx2(float v, float* o, int64_t n) {
   int64_t c = 0;
   for (; c < n && (reinterpret_cast<uintptr_t>(o + c) & 31) != 0; ++c) o[c] = v;
   const __m256 vv = _mm256_set1_ps(v);
-  for (; c + 8 <= n; c += 8) _mm256_stream_ps(o + c, vv);
+  for (; c + 8 <= n; c += 8) store8<kStream>(o + c, vv);
   for (; c < n; ++c) o[c] = v;
 }
 #endif
 
+// Results of more than this many bytes in all are streamed (about an L3's share per core).
+constexpr int64_t kStreamBytes = int64_t{16} << 20;
+
 struct RowWriter {
   bool avx2 = cpu_has_avx2();
+  bool stream;
+  explicit RowWriter(int64_t result_bytes) : stream(result_bytes > kStreamBytes) {}
   void masked(float v, const uint8_t* m, float* o, int64_t n) const {
 #if MEMPO_X86
-    if (avx2) return masked_row_avx2(v, m, o, n);
+    if (avx2) return stream ? masked_row_avx2<true>(v, m, o, n) : masked_row_avx2<false>(v, m, o, n);
 #endif
     masked_row_scalar(v, m, o, n);
   }
   void fill(float v, float* o, int64_t n) const {
 #if MEMPO_X86
-    if (avx2 && n >= 32) return fill_row_avx2(v, o, n);
+    if (avx2 && n >= 32) return stream ? fill_row_avx2<true>(v, o, n) : fill_row_avx2<false>(v, o, n);
 #endif
     fill_row_scalar(v, o, n);
   }
   void done() const {  // the streaming stores of this thread are visible before it is joined
 #if MEMPO_X86
-    if (avx2) _mm_sfence();
+    if (avx2 && stream) _mm_sfence();
 #endif
   }
 };
 
-// Rows of at least ~64k values per thread: below that a thread costs more than it saves.
-int64_t row_grain(int64_t cols) { return std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(cols, 1)); }
+// Rows of at least 256k values per thread (~45 µs of writes here): waking a sleeping pool worker
+// costs ~50 µs on a VM (bench/README.md "Per-call cost"), so smaller results stay on the caller.
+int64_t row_grain(int64_t cols) { return std::max<int64_t>(1, (int64_t{1} << 18) / std::max<int64_t>(cols, 1)); }
 
 }  // namespace
 
@@ -127,8 +146,8 @@ SpansByRow spans_by_row(const int32_t* spans, int64_t m, int64_t rows) {
 }
 
 void broadcast_rows(const double* row_values, const uint8_t* mask, int64_t rows, int64_t cols, float* out) {
+  const RowWriter w(rows * cols * 4);
   parallel_for(rows, row_grain(cols), [&](int64_t r0, int64_t r1, int) {
-    const RowWriter w;
     for (int64_t r = r0; r < r1; ++r) w.masked(to_float(row_values[r]), mask + r * cols, out + r * cols, cols);
     w.done();
   });
@@ -138,8 +157,8 @@ void broadcast_rows(const double* row_values, const uint8_t* mask, int64_t rows,
 void write_spans(const double* values, const int32_t* spans, int64_t m, int64_t rows, int64_t cols, bool zero_first,
                  float* out) {
   const SpansByRow b = spans_by_row(spans, m, rows);
+  const RowWriter w(rows * cols * 4);
   parallel_for(rows, row_grain(cols), [&](int64_t r0, int64_t r1, int) {
-    const RowWriter w;
     for (int64_t r = r0; r < r1; ++r) {
       float* o = out + r * cols;
       int64_t pos = 0;
@@ -204,8 +223,8 @@ void mempo_advantages(const AdvantageBatch& in, const AdvantageResults& out) {
   group_normalize(in.mem_rewards, in.mem_groups, in.m, in.mem_group_count, in.eps, in.norm_by_std, adv_m.data());
   const SpansByRow b = spans_by_row(in.spans, in.m, in.rows);
   // Three results per row: a third of the single-result grain.
+  const RowWriter w(3 * in.rows * in.cols * 4);
   parallel_for(in.rows, std::max<int64_t>(1, row_grain(in.cols) / 3), [&](int64_t r0, int64_t r1, int) {
-    const RowWriter w;
     for (int64_t r = r0; r < r1; ++r) stage_row(in, out, b, adv_o.data(), adv_m.data(), r, w);
     w.done();
   });

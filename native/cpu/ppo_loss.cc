@@ -152,7 +152,8 @@ PpoLossResult ppo_policy_loss(const float* logp, const float* old_logp, const fl
   // Aggregation weights: loss = sum over mask tokens of row_weight[r] * loss_t. A global_norm
   // replaces this call's token or sequence count (docs/algorithm.md §6, across micro-batches).
   std::vector<int64_t> per_row(rows, 0);
-  parallel_for(rows, std::max<int64_t>(1, (int64_t{1} << 18) / cols), [&](int64_t r0, int64_t r1, int) {
+  // Counting is cheap (~1M mask bytes per 50 µs, a pool worker's wake-up): threads only for large batches.
+  parallel_for(rows, std::max<int64_t>(1, (int64_t{1} << 20) / cols), [&](int64_t r0, int64_t r1, int) {
     for (int64_t r = r0; r < r1; ++r) {
       int64_t c = 0;
       const uint8_t* m = mask + r * cols;
@@ -175,6 +176,7 @@ PpoLossResult ppo_policy_loss(const float* logp, const float* old_logp, const fl
   const TokenParams tp{1.0 - clip_low, 1.0 + clip_high, clip_c, kl_coef, kl_type};
   [[maybe_unused]] const bool avx2 = cpu_has_avx2() && kl_type == kKlNone;  // read only on x86
   std::vector<Partial> partial(configured_threads());
+  // 64k tokens (~130 µs) per thread at least: well above a worker's ~50 µs wake-up.
   parallel_for(rows, std::max<int64_t>(1, (int64_t{1} << 16) / cols), [&](int64_t r0, int64_t r1, int worker) {
     Partial p;
     for (int64_t r = r0; r < r1; ++r) {
