@@ -121,7 +121,7 @@ export function buildProgram(io: RunIO, onDone: (code: number) => void): Command
     .option('--out <dir>', 'also write batch.jsonl, summary.json, eval.json and report.html here');
   runOutputs(evalCmd, 'eval');
   const serveRetriever = new Command('serve-retriever')
-    .summary('serve a corpus over the retrieval API (/retrieve, /access)')
+    .summary('serve a corpus (and pages) over the retrieval API')
     .description('Serve the Search-R1 / ASearcher retrieval API (POST /retrieve) over a JSONL corpus with the local BM25 retriever, and with --pages ASearcher\'s POST /access, until Ctrl-C.')
     .option('--corpus <file>', 'JSONL corpus ({ id, title, contents, url? } or Search-R1 wiki-18 rows { id, contents } whose first line is the quoted title)', EMBEDDED.corpus())
     .option('--pages <file>', 'pages JSONL ({ url, title, contents }) served by POST /access { urls } → { result: [page | null] }')
