@@ -8,6 +8,9 @@
 // raw and python come from learner/mempo_learner/bench.py run on the same batch (--batch). Prints
 // tokens/s and each path's overhead against raw; --json prints the figures as JSON.
 // Flags: --samples 16, --tokens 500, --threads 2, --reps 3, --json.
+// --procs 1,2: instead, the learner on 1 and 2 processes (docs/learner.md "Several processes",
+// learner/mempo_learner/bench_dist.py): tokens/s of a training step (2 micro-batches), rank 0's
+// time in collectives and the bytes all-reduced per step, and DDP against the explicit all-reduce.
 import { execFileSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -45,6 +48,23 @@ async function time(fn) {
     out.push((performance.now() - t) / 1000);
   }
   return median(out);
+}
+
+if (value('--procs', '') !== '') {
+  const out = execFileSync(mempo.findPython(), ['-m', 'mempo_learner.bench_dist', '--procs', value('--procs', '1,2'), '--samples', String(S), '--tokens', String(T), '--threads', String(threads), '--reps', String(reps)], {
+    env: { ...process.env, PYTHONPATH: path.join(root, 'learner') }, encoding: 'utf8', maxBuffer: 1 << 20,
+  }).trim().split('\n').pop();
+  const r = JSON.parse(out);
+  if (flag('--json')) console.log(out);
+  else {
+    console.log(`learner on N processes: ${r.samples} samples, ${r.tokens} tokens in ${r.micro_batches} micro-batches per step, ${r.threads} threads in all on ${r.cpus} CPUs, median of ${r.reps} (torch ${r.torch})`);
+    for (const [n, x] of Object.entries(r.procs)) {
+      console.log(`  ${n} process(es) × ${x.threads_per_process} threads: step ${x.step_s} s, ${x.tokens_per_s} tokens/s, collectives ${x.comm_ms} ms, ${x.comm_bytes} bytes per step`);
+    }
+    const d = r.ddp;
+    console.log(`  per backward on 2 ranks: none ${d.none_backward_ms} ms, DDP ${d.ddp_backward_ms} ms, backward + one flat all-reduce ${d.explicit_backward_ms} ms (${d.allreduce_bytes} bytes)`);
+  }
+  process.exit(0);
 }
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'mempo-bench-learner-'));

@@ -139,14 +139,14 @@ def main(argv=None) -> int:
     if dtype == "auto":
         dtype = "bf16" if device == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
     torch.use_deterministic_algorithms(True, warn_only=True)
-    if a.world > 1 and device == "cuda":  # one process per device
-        local = a.local_rank if hasattr(a, "local_rank") else a.rank
-        device = f"cuda:{local % torch.cuda.device_count()}"
     cfg = {"model": a.model, "seed": a.seed, "device": device, "dtype": dtype, "threads": a.threads,
            "world": a.world, "timeout": a.collective_timeout}
     if a.rank != 0:  # started by a launcher: no HTTP, rank 0's commands until it is gone
         from .dist import run_worker
-        return run_worker(a.rank, dict(cfg, host=a.master[0], port=a.master[1]))
+        return run_worker(a.rank, dict(cfg, host=a.master[0], port=a.master[1], local_rank=a.local_rank))
+    if a.world > 1:
+        from .dist import rank_device
+        device = rank_device(device, getattr(a, "local_rank", 0))
     group = None
     try:
         if a.world > 1:

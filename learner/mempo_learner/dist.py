@@ -106,6 +106,7 @@ class Group:
                         raise RuntimeError(f"rank {r} did not start within {START_TIMEOUT_S:g} s")
         if self.backend == "nccl":
             os.environ.setdefault("NCCL_ASYNC_ERROR_HANDLING", "1")  # torch 1.13: the timeout fails the collective
+            torch.cuda.set_device(self.device)  # nccl's communicator on this rank's device
         timeout = datetime.timedelta(seconds=self.timeout_s)
         dist.init_process_group(self.backend, store=self.store, rank=self.rank, world_size=self.world, timeout=timeout)
         self.store.set_timeout(timeout)
@@ -138,8 +139,9 @@ class DistLearner(Learner):
         self.g = group
         self.rank, self.world = group.rank, group.world
         self.broken: Optional[str] = None  # why the group cannot go on (rank 0 exits after answering)
-        self.comm_ms = 0.0  # time in collectives since the last optim_step (bench)
-        self.last_comm_ms = 0.0
+        # time in collectives and bytes this rank put into them, since the previous optim_step (bench)
+        self.comm_ms, self.comm_bytes = 0.0, 0
+        self.last_comm_ms, self.last_comm_bytes = 0.0, 0
 
     # ---- rank 0 ------------------------------------------------------------------------------
     def _command(self, op: str, params: dict, tensors: Optional[dict] = None) -> None:
@@ -157,7 +159,8 @@ class DistLearner(Learner):
         except RuntimeError as e:
             self._fail(op, f"the store: {e}")
 
-    def _collective(self, op: str, fn):
+    def _collective(self, op: str, fn, *tensors: torch.Tensor):
+        self.comm_bytes += sum(t.numel() * t.element_size() for t in tensors)
         t0 = time.perf_counter()
         try:
             return fn()
@@ -239,13 +242,13 @@ class DistLearner(Learner):
     def _forward_share(self, ids, lengths, starts, policy, grad):
         fid, logp, tokens = Learner.forward(self, ids, lengths, starts, policy, grad)
         t = torch.from_numpy(logp).to(self.g.device)
-        self._collective("forward", lambda: dist.reduce(t, 0, op=dist.ReduceOp.SUM))
+        self._collective("forward", lambda: dist.reduce(t, 0, op=dist.ReduceOp.SUM), t)
         return fid, (t.cpu().numpy() if self.rank == 0 else logp), tokens
 
     def _backward_share(self, grad) -> int:
         tokens = Learner.backward(self, self.pending[0], grad)
         flag = torch.zeros(1, device=self.g.device)
-        self._collective("backward", lambda: dist.all_reduce(flag))
+        self._collective("backward", lambda: dist.all_reduce(flag), flag)
         return tokens
 
     def reduce_grads(self) -> None:
@@ -257,13 +260,14 @@ class DistLearner(Learner):
         has = torch.tensor([p.grad is not None for p in self.params], dtype=torch.float32, device=dev)
         flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1).to(dev, torch.float32)
                           for p in self.params])
-        self._collective("optim_step", lambda: (dist.all_reduce(has), dist.all_reduce(flat)))
+        self._collective("optim_step", lambda: (dist.all_reduce(has), dist.all_reduce(flat)), has, flat)
         at = 0
         for p, h in zip(self.params, has.tolist()):
             n = p.numel()
             p.grad = flat[at:at + n].view_as(p).to(p.device, p.dtype) if h > 0 else None
             at += n
-        self.last_comm_ms, self.comm_ms = self.comm_ms, 0.0
+        self.last_comm_ms, self.last_comm_bytes = self.comm_ms, self.comm_bytes
+        self.comm_ms, self.comm_bytes = 0.0, 0
 
     def _sync_share(self) -> None:
         """Rank 0's weights and AdamW moments to every rank (after rank 0 loaded a checkpoint)."""
@@ -277,7 +281,7 @@ class DistLearner(Learner):
 
     def _bcast(self, t: torch.Tensor) -> None:
         c = t.detach().to(self.g.device)
-        self._collective("load_checkpoint", lambda: dist.broadcast(c, 0))
+        self._collective("load_checkpoint", lambda: dist.broadcast(c, 0), c)
         if self.rank != 0:
             t.copy_(c)
 
@@ -335,6 +339,13 @@ class DistLearner(Learner):
             st.set(f"at/{self.rank}", str(self.g.seq))
 
 
+def rank_device(device: str, local_rank: int) -> str:
+    """One process per device: a CUDA rank takes device LOCAL_RANK (modulo the devices it sees)."""
+    if device != "cuda":
+        return device
+    return f"cuda:{local_rank % torch.cuda.device_count()}"
+
+
 def spawned_rank(index: int, cfg: dict) -> None:
     """torch.multiprocessing.spawn's entry for rank index + 1 of `--nproc`; rank 0 is the parent."""
     from .__main__ import watch_parent
@@ -348,10 +359,11 @@ def run_worker(rank: int, cfg: dict) -> int:
     error is put in the store (rank 0 names it) and ends the process with status 1."""
     torch.set_num_threads(cfg["threads"])
     torch.use_deterministic_algorithms(True, warn_only=True)
+    device = rank_device(cfg["device"], cfg.get("local_rank", rank))  # spawned on one host: rank = local rank
     g = None
     try:
-        g = Group.connect(rank, cfg["world"], cfg["host"], cfg["port"], cfg["device"], cfg["timeout"])
-        ln = DistLearner(cfg["model"], g, device=cfg["device"], dtype=cfg["dtype"], seed=cfg["seed"])
+        g = Group.connect(rank, cfg["world"], cfg["host"], cfg["port"], device, cfg["timeout"])
+        ln = DistLearner(cfg["model"], g, device=device, dtype=cfg["dtype"], seed=cfg["seed"])
         g.join()
         return ln.serve_worker()
     except Exception as e:

@@ -421,8 +421,8 @@ class LearnerServer:
         j = _json_body(body, what, allow_empty=path == "/shutdown")
         if path == "/optim_step":
             out = {"grad_norm": ln.optim_step(j), "step": ln.step}
-            if ln.world > 1:  # time in collectives since the previous step (dist.py)
-                out["comm_ms"] = round(ln.last_comm_ms, 3)
+            if ln.world > 1:  # rank 0's time in collectives and bytes put into them since the previous step (dist.py)
+                out.update(comm_ms=round(ln.last_comm_ms, 3), comm_bytes=ln.last_comm_bytes)
         elif path == "/save_weights":
             out = {"dir": ln.save_weights(check_dir(j.get("dir"), what))}
         elif path == "/save_checkpoint":
