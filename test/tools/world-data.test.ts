@@ -59,6 +59,14 @@ describe('committed data/world', () => {
       'oracle-dev.jsonl': '81237e268513aac0cb2a852aeddc0833832edf8ae4f016a77b9700c197cdf85f',
       'test.jsonl': '1a43c36ecdfa63a0791b727b0221b1cc46ef6e30558888d069dba4183a51e1c9',
       'train.jsonl': 'b5cb4cff3ec6af33691d9507ed674da82706da112023d10a67f346243a363cb2',
+      // the pages (issue 32), new files beside the original ones (test/tools/world-pages.test.ts)
+      'corpus-pages.jsonl': '48eb9bb8593ef8129eeb1f1f46964941d911010ed10aea5e3963a6737c906622',
+      'dev-pages.jsonl': 'c591b0ef6ebadedbc244c4a7afb5851ae6b8562a243c026c6391816de3515e31',
+      'meta-pages.json': '0891ec45931d437d10e8405d471bfb7208cf909aa7ae655f2f751c36ed5b79b9',
+      'oracle-dev-pages.jsonl': 'ccd1755c63536f4f1a502c401519f07b58b04cd1da9e51d08d6a22bacaa307cd',
+      'pages.jsonl': '9e0314c873213892cae125a1452a52c3551f18d031af5a57877a07b62e815895',
+      'test-pages.jsonl': '1f00814dd870bb481bf7483a5fe796734dfba664d82ddcd90229b000badeb20d',
+      'train-pages.jsonl': '16e5248daad647bd927523f7a1418265ad75ba6aa16d94e191672aaec4f34626',
     };
     expect(fs.readdirSync(DATA).sort()).toEqual(Object.keys(expected).sort());
     for (const [name, sha] of Object.entries(expected)) {

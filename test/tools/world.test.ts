@@ -105,7 +105,7 @@ describe('agent protocol', () => {
   test('round layout and parsing', () => {
     const r = renderRound('none', 'Find x.', { kind: 'search', query: 'x born' });
     expect(r).toBe('<mem>none</mem><think>Find x.</think><search>x born</search>');
-    expect(parseRound(r)).toEqual({ mem: 'none', think: 'Find x.', search: 'x born', answer: null });
+    expect(parseRound(r)).toEqual({ mem: 'none', think: 'Find x.', search: 'x born', access: null, answer: null });
     expect(renderObservation([{ title: 'A', contents: 'a.' }, { title: 'B', contents: 'b.' }]))
       .toBe('<information>Doc 1 (A): a.\nDoc 2 (B): b.</information>');
     expect(renderFullStream(['r1', 'r2'], ['o1'])).toBe(`r1${observationSegment('o1')}r2`);

@@ -3,11 +3,14 @@
  * World generator CLI (`npm run world:generate` = build + `node dist-tools/tools/world/cli.js`).
  *
  *   node dist-tools/tools/world/cli.js [generate] [--seed N] [--out data/world] [--tokenizer --model models/mempo-tiny]
- *       writes data/world/{corpus,train,dev,test,oracle-dev}.jsonl + meta.json (and, with
- *       --tokenizer, the tokenizer files of the model directory), byte-identical per seed.
+ *       writes data/world/{corpus,train,dev,test,oracle-dev}.jsonl + meta.json, the page files beside
+ *       them (pages, corpus-pages, {train,dev,test}-pages, oracle-dev-pages .jsonl + meta-pages.json;
+ *       world.ts `pageFiles`) and, with --tokenizer, the tokenizer files of the model directory,
+ *       byte-identical per seed.
  *   node dist-tools/tools/world/cli.js tokenizer [--model models/mempo-tiny]
- *   node dist-tools/tools/world/cli.js samples --split train|dev [--draws 1] [--flaw-rate 0.3] [--samples-out F]
- *       tokenised training samples for training/train.py
+ *   node dist-tools/tools/world/cli.js samples --split train|dev [--draws 1] [--flaw-rate 0.3] [--samples-out F] [--pages N]
+ *       tokenised training samples for training/train.py; --pages N adds the oracle trajectories of N
+ *       page questions per world (`<access>` rounds, issue 32), their lines marked "pg":1
  *   node dist-tools/tools/world/cli.js probes --batch out/rollout/batch.jsonl
  *       P_full / P_mem statistics of a rollout (probes.ts)
  *   node dist-tools/tools/world/cli.js rollout-samples --batch B --samples-out F
@@ -19,8 +22,11 @@ import { SeededRandom } from '../../src/rng';
 import { probeStats } from './probes';
 import { writeRolloutSamples } from './rollout-samples';
 import { cachedEncoder, loadTokenizer, trajectorySamples, trajectoryStream } from './samples';
+import type { OracleTrajectory } from './oracle';
+import type { PageOracleTrajectory } from './page-oracle';
+import type { Question } from './questions';
 import {
-  DEFAULT_SEED, MAX_POSITIONS, World, buildWorld, oracleTrajectories, tokenizerFiles, worldFiles,
+  DEFAULT_SEED, MAX_POSITIONS, World, buildPageSet, buildWorld, oracleTrajectories, pageFiles, pageOracleTrajectories, tokenizerFiles, worldFiles,
 } from './world';
 
 function arg(name: string, dflt: string): string {
@@ -38,7 +44,7 @@ function generate(seed: number, outDir: string, modelDir: string, withTokenizer:
   const w = buildWorld(seed);
   fs.mkdirSync(outDir, { recursive: true });
   const files = worldFiles(w);
-  for (const [name, text] of Object.entries(files)) fs.writeFileSync(path.join(outDir, name), text);
+  for (const [name, text] of Object.entries({ ...files, ...pageFiles(w) })) fs.writeFileSync(path.join(outDir, name), text);
   console.log(files['meta.json']);
   if (withTokenizer) writeTokenizer(w, modelDir);
 }
@@ -54,7 +60,7 @@ export const AUX_SEED_STRIDE = 1009;
 /** Tokenised per-round training samples for training/train.py (not committed). */
 async function writeSamples(
   seed: number, modelDir: string, out: string, draws: number, split: 'train' | 'dev' | 'test', flawRate: number,
-  worlds = 1, perWorld = 0, withFull = true,
+  worlds = 1, perWorld = 0, withFull = true, pagesPerWorld = 0,
 ): Promise<void> {
   const main = buildWorld(seed);
   const held = new Set(main.kb.entities.filter((e) => e.split !== 'train').map((e) => e.name));
@@ -66,6 +72,7 @@ async function writeSamples(
   let checked = 0;
   let flawed = 0;
   let trajs = 0;
+  let pageTrajs = 0;
   for (let k = 0; k < worlds; k++) {
    const w = k === 0 ? main : buildWorld(seed + AUX_SEED_STRIDE * k);
    let qs = w.questions[split];
@@ -74,15 +81,30 @@ async function writeSamples(
        && !(w.kb.byId.has(h.object) && held.has(w.kb.byId.get(h.object)!.name)))));
    }
    if (perWorld > 0) qs = new SeededRandom(seed + 31 * k).shuffle(qs.slice()).slice(0, perWorld);
-   const byId = new Map(qs.map((q) => [q.id, q]));
+   // page questions (issue 32, --pages N): N per world, the same filter for auxiliary worlds
+   let pqs: Question[] = [];
+   const ps = pagesPerWorld > 0 ? buildPageSet(w) : null;
+   if (ps) {
+     pqs = ps.questions[split];
+     if (k > 0) pqs = pqs.filter((q) => q.chains.every((c) => c.every((h) => !held.has(w.kb.byId.get(h.subject)!.name) && !(w.kb.byId.has(h.object) && held.has(w.kb.byId.get(h.object)!.name)))));
+     pqs = new SeededRandom(seed + 37 * k + 5).shuffle(pqs.slice()).slice(0, pagesPerWorld);
+   }
+   const byId = new Map([...qs, ...pqs].map((q) => [q.id, q]));
    for (let d = 0; d < draws; d++) {
-    const ts = oracleTrajectories(w, qs, seed + 100 + d + 7 * k, flawRate);
+    const ts: (OracleTrajectory | PageOracleTrajectory)[] = oracleTrajectories(w, qs, seed + 100 + d + 7 * k, flawRate);
+    if (ps) {
+      const pts = pageOracleTrajectories(ps, pqs, seed + 200 + d + 7 * k, flawRate);
+      pageTrajs += pts.length;
+      ts.push(...pts);
+    }
     const lines: string[] = [];
     for (const t of ts) {
       trajs++;
       if (t.flaw) flawed++;
       const q = byId.get(t.qid)!;
-      for (const s of trajectorySamples(t)) {
+      // page samples are marked (`pg`), so a mix can tell them apart; the others' lines are as before
+      const mark = q.kind === 'page' ? ',"pg":1}' : '}';
+      for (const s of trajectorySamples(t as OracleTrajectory)) {
         if (s.policy === 'full' && !withFull) continue;
         const c = enc.encode(s.context);
         const o = enc.encode(s.output);
@@ -97,10 +119,10 @@ async function writeSamples(
         st.ctx += c.length;
         st.out += o.length;
         st.max = Math.max(st.max, c.length + o.length);
-        lines.push(JSON.stringify({ p: s.policy, h: q.hops, k: q.objectives, r: s.round, f: t.flaw ? 1 : 0, c, o }));
+        lines.push(JSON.stringify({ p: s.policy, h: q.hops, k: q.objectives, r: s.round, f: t.flaw ? 1 : 0, c, o }).slice(0, -1) + mark);
       }
       // whole full-policy trajectory (loss on generated tokens only)
-      const st = trajectoryStream(t);
+      const st = trajectoryStream(t as OracleTrajectory);
       const c = enc.encode(st.context);
       const o: number[] = [];
       const m: number[] = [];
@@ -119,13 +141,13 @@ async function writeSamples(
       ss.max = Math.max(ss.max, c.length + o.length);
       lines.push(JSON.stringify({
         p: 'stream', h: q.hops, k: q.objectives, r: 0, f: t.flaw ? 1 : 0, c, o: o.slice(0, room), m: m.slice(0, room),
-      }));
+      }).slice(0, -1) + mark);
     }
     fs.writeSync(fd, lines.join('\n') + '\n');
    }
   }
   fs.closeSync(fd);
-  console.log(JSON.stringify({ trajectories: trajs, flawed, checked, stats }));
+  console.log(JSON.stringify({ trajectories: trajs, ...(pagesPerWorld > 0 ? { pageTrajectories: pageTrajs } : {}), flawed, checked, stats }));
 }
 
 function main(): void {
@@ -140,7 +162,7 @@ function main(): void {
     const split = arg('split', 'train') as 'train' | 'dev' | 'test';
     writeSamples(seed, modelDir, arg('samples-out', `training/out/samples-${split}.jsonl`), Number(arg('draws', '1')),
       split, Number(arg('flaw-rate', '0.3')), Number(arg('worlds', '1')), Number(arg('per-world', '0')),
-      !process.argv.includes('--no-full'))
+      !process.argv.includes('--no-full'), Number(arg('pages', '0')))
       .catch((e) => {
         console.error(e);
         process.exit(1);

@@ -11,6 +11,8 @@ import { Bm25 } from './bm25';
 import { NAME_PIECES, SPLITS, YEAR_RANGE, buildKB, factObject, objectName, relationsOf, renderCorpus } from './kb';
 import { Oracle, OracleTrajectory } from './oracle';
 import { DEFAULT_COUNTS, Question, buildQuestions, questionRecord } from './questions';
+import { PageWorld, buildPageQuestions, buildPageWorld, pageQuestionRecord } from './pages';
+import { PageOracle, PageOracleTrajectory, WORLD_PAGING } from './page-oracle';
 import { buildTokenizerJson, tokenizerConfigJson } from './tokenizer';
 
 /** Seed of the shipped world. */
@@ -119,5 +121,65 @@ export function worldFiles(w: World): Record<string, string> {
     oracleRetrieval: stats,
   };
   files['meta.json'] = JSON.stringify(meta, null, 2) + '\n';
+  return files;
+}
+
+/** The world's pages (issue 32): page-only facts, pages, the URL corpus, page questions and their oracle. */
+export interface PageSet {
+  pw: PageWorld;
+  questions: Record<'train' | 'dev' | 'test', Question[]>;
+  oracle: PageOracle;
+}
+
+export function buildPageSet(w: World): PageSet {
+  const pw = buildPageWorld(w.kb, w.corpus);
+  const taken = (s: 'train' | 'dev' | 'test') => new Set(w.questions[s].map((q) => q.question));
+  const questions = {
+    train: buildPageQuestions(w.kb, pw, 'train', taken('train')),
+    dev: buildPageQuestions(w.kb, pw, 'dev', taken('dev')),
+    test: buildPageQuestions(w.kb, pw, 'test', taken('test')),
+  };
+  return { pw, questions, oracle: new PageOracle(w.kb, pw, w.bm25) };
+}
+
+/** Page-question oracle trajectories (deterministic; the seeds of `oracleTrajectories`). */
+export function pageOracleTrajectories(ps: PageSet, qs: Question[], seed: number, flawRate = 0.3): PageOracleTrajectory[] {
+  return qs.map((q, i) => ps.oracle.trajectory(q, new SeededRandom(seed * 7919 + i * 104729 + 17), flawRate));
+}
+
+/**
+ * The page files of data/world (exact bytes), new files beside `worldFiles`' (which stay as they
+ * were): pages.jsonl (`{url, title, contents}`, the page tool's input), corpus-pages.jsonl (the
+ * corpus with each document's page `url`), {train,dev,test}-pages.jsonl (page questions, kind
+ * `page`), oracle-dev-pages.jsonl (flawless oracle trajectories of the dev page questions, each
+ * access round with its chunk number) and meta-pages.json.
+ */
+export function pageFiles(w: World, ps: PageSet = buildPageSet(w)): Record<string, string> {
+  const files: Record<string, string> = {};
+  files['pages.jsonl'] = jsonl(ps.pw.pages);
+  files['corpus-pages.jsonl'] = jsonl(ps.pw.corpus);
+  for (const split of SPLITS) files[`${split}-pages.jsonl`] = jsonl(ps.questions[split].map((q) => pageQuestionRecord(w.kb, ps.pw, q)));
+  const devTraj = pageOracleTrajectories(ps, ps.questions.dev, w.seed + 13, 0);
+  files['oracle-dev-pages.jsonl'] = jsonl(devTraj.map((t) => ({
+    qid: t.qid, question: t.question, golds: t.golds, correct: t.correct, factChunkRound: t.factChunkRound, pageFact: t.pageFact,
+    rounds: t.rounds.map((r) => ({
+      text: r.text,
+      ...(r.observation !== undefined ? { observation: r.observation } : {}),
+      ...(r.page !== undefined ? { page: r.page } : {}),
+    })),
+  })));
+  const chunkOf: Record<string, number> = {};
+  for (const p of ps.pw.places.values()) chunkOf[String(p.chunk + 1)] = (chunkOf[String(p.chunk + 1)] ?? 0) + 1;
+  const lens = ps.pw.pages.map((p) => p.contents.length);
+  const meta = {
+    seed: w.seed,
+    pages: ps.pw.pages.length,
+    pageChars: { min: Math.min(...lens), max: Math.max(...lens), total: lens.reduce((a, b) => a + b, 0) },
+    paging: WORLD_PAGING,
+    /** Pages by the chunk (1-based) that states the page-only fact. */
+    pageFactChunk: chunkOf,
+    questions: Object.fromEntries(SPLITS.map((s) => [s, ps.questions[s].length])),
+  };
+  files['meta-pages.json'] = JSON.stringify(meta, null, 2) + '\n';
   return files;
 }

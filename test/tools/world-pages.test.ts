@@ -1,0 +1,271 @@
+/**
+ * The embedded world's pages (issue 32), checked from the committed files: every search
+ * document carries its page's URL, every page holds its document's facts and one fact of its own,
+ * page questions need that fact, and the oracle's page trajectories open the page, read it chunk
+ * by chunk and copy the fact into `<mem>` while its chunk is shown. Their replay through the real
+ * pipeline (ScriptedGenerator, BM25 over corpus-pages.jsonl with the local page store) answers
+ * every question and keeps the fact in `<mem>` after the page has shrunk. The files regenerate
+ * byte-identically from the seed, beside the original ones.
+ */
+import * as fs from 'fs';
+import * as path from 'path';
+import { computeScore, validateFormat } from '../../src/kernels/outcome-reward';
+import { ACCESS_GRAMMAR } from '../../src/protocol/grammar';
+import { parseRound } from '../../src/protocol/round';
+import { observationSegment, renderFullStream } from '../../src/protocol/stream';
+import { chunkPage } from '../../src/retrieval/observation';
+import { Bm25Retriever } from '../../src/retrieval/bm25';
+import { PageStore } from '../../src/retrieval/pages';
+import { ScriptedGenerator } from '../../src/engines/scripted';
+import { runPipeline } from '../../src/pipeline/pipeline';
+import type { Question } from '../../src/contracts';
+import { DEFAULT_SEED, buildWorld, pageFiles } from '../../tools/world/world';
+import { anyRelation } from '../../tools/world/pages';
+import { trajectorySamples } from '../../tools/world/samples';
+import { FakeScorer, tokenizer } from '../pipeline/helpers';
+
+const DATA = path.join(__dirname, '..', '..', 'data', 'world');
+const CHUNK = 1000;
+const SHORT = 100;
+const PAGING = { pageMaxChars: 250_000, pageChunkChars: CHUNK, pageMaxChunks: 10 };
+
+interface Hop { subject: string; relation: string; object: string }
+interface PageQuestion {
+  id: string; question: string; golds: string[]; split: string; kind: string; hops: number; objectives: number;
+  answers: string[]; pageHop: number; pageChunk: number; chains: Hop[][];
+}
+interface Doc { id: string; title: string; contents: string; url?: string }
+interface PageLine { url: string; title: string; contents: string }
+interface OracleRecord {
+  qid: string; question: string; golds: string[]; correct: boolean; factChunkRound: number | null; pageFact: string;
+  rounds: { text: string; observation?: string; page?: number }[];
+}
+
+const rows = <T>(name: string): T[] => fs.readFileSync(path.join(DATA, name), 'utf8').trimEnd().split('\n').map((l) => JSON.parse(l) as T);
+const corpus = rows<Doc>('corpus.jsonl');
+const urlCorpus = rows<Doc>('corpus-pages.jsonl');
+const pages = rows<PageLine>('pages.jsonl');
+const pageByUrl = new Map(pages.map((p) => [p.url, p]));
+const docByTitle = new Map(urlCorpus.map((d) => [d.title, d]));
+const splits = { train: rows<PageQuestion>('train-pages.jsonl'), dev: rows<PageQuestion>('dev-pages.jsonl'), test: rows<PageQuestion>('test-pages.jsonl') };
+const oracleDev = rows<OracleRecord>('oracle-dev-pages.jsonl');
+const sentences = (text: string): string[] => text.split(/(?<=\.)\s+/).filter((s) => s.length > 0);
+
+/** The one sentence of `page` that names both ends of a hop and is not in the subject's search document. */
+function factSentenceOf(page: string, h: Hop): string {
+  const doc = docByTitle.get(h.subject)!.contents;
+  const found = sentences(page).filter((s) => s.startsWith(h.subject) && s.includes(h.object) && !doc.includes(s));
+  if (found.length !== 1) throw new Error(`${h.subject} ${h.relation}: ${found.length} sentences`);
+  return found[0]!;
+}
+
+describe('committed page files', () => {
+  test('corpus-pages.jsonl is corpus.jsonl, line for line, with a unique URL per document that pages.jsonl holds', () => {
+    expect(urlCorpus.map(({ id, title, contents }) => ({ id, title, contents }))).toEqual(corpus);
+    expect(new Set(urlCorpus.map((d) => d.url)).size).toBe(corpus.length);
+    expect(pages).toHaveLength(corpus.length);
+    for (const d of urlCorpus) expect([d.title, pageByUrl.get(d.url!)?.title]).toEqual([d.title, d.title]);
+  });
+
+  test("every page is thousands of characters, opens with its title and states each of its document's facts", () => {
+    const bad: string[] = [];
+    for (const d of urlCorpus) {
+      const p = pageByUrl.get(d.url!)!;
+      if (p.contents.length < 1000 || !p.contents.startsWith(`${d.title}\n\n`) || !sentences(d.contents).every((s) => p.contents.includes(s))) bad.push(d.title);
+    }
+    expect(bad).toEqual([]);
+  });
+
+  test('page questions: kind page, one hop stated on its page only, in the chunk the record names, out of its short text', () => {
+    const searchText = urlCorpus.map((d) => d.contents).join('\n');
+    const bad: string[] = [];
+    let beyond = 0;
+    for (const [split, qs] of Object.entries(splits)) {
+      for (const q of qs) {
+        const chain = q.chains[0]!;
+        // the hops no search document states (every other hop is stated in its subject's document)
+        const offDoc = chain.map((h, i) => (docByTitle.get(h.subject)!.contents.includes(h.object) ? -1 : i)).filter((i) => i >= 0);
+        const h = chain[q.pageHop]!;
+        const page = pageByUrl.get(docByTitle.get(h.subject)!.url!)!.contents;
+        const fact = factSentenceOf(page, h);
+        const chunks = chunkPage(page, PAGING);
+        const inChunks = chunks.map((c, k) => (c.includes(fact) ? k + 1 : 0)).filter((k) => k > 0);
+        const ok = q.kind === 'page' && q.split === split && q.chains.length === 1 && chain.length === q.hops
+          && chain.every((x, i) => i === 0 || x.subject === chain[i - 1]!.object)
+          && JSON.stringify(q.golds) === JSON.stringify([chain[chain.length - 1]!.object])
+          && JSON.stringify(offDoc) === JSON.stringify([q.pageHop])
+          && !searchText.includes(fact)
+          && JSON.stringify(inChunks) === JSON.stringify([q.pageChunk])
+          && !chunks[q.pageChunk - 1]!.slice(0, SHORT).includes(h.object);
+        if (!ok) bad.push(q.id);
+        if (q.pageChunk > 1) beyond++;
+      }
+    }
+    expect(bad).toEqual([]);
+    // the fact is beyond the first chunk boundary for most questions, and on page 1 for many
+    const n = splits.train.length + splits.dev.length + splits.test.length;
+    expect(beyond / n).toBeGreaterThan(0.5);
+    expect(beyond / n).toBeLessThan(0.9);
+    for (const s of ['dev', 'test'] as const) for (const hops of [1, 2, 3]) {
+      expect([s, hops, splits[s].some((q) => q.hops === hops && q.pageChunk > 1)]).toEqual([s, hops, true]);
+    }
+  });
+
+  test('page questions of dev and test name no entity of the train questions (search or page)', () => {
+    const names = (qs: { chains: Hop[][] }[]) => new Set(qs.flatMap((q) => q.chains.flat().flatMap((h) => [h.subject, ...(docByTitle.has(h.object) ? [h.object] : [])])));
+    const train = names([...splits.train, ...rows<{ chains: Hop[][] }>('train.jsonl')]);
+    for (const s of ['dev', 'test'] as const) for (const n of names(splits[s])) expect([s, n, train.has(n)]).toEqual([s, n, false]);
+  });
+
+  test("the rollouts' BM25 on corpus-pages.jsonl ranks the subject's document first for every hop of dev and test page questions", () => {
+    const bm = Bm25Retriever.fromJsonl(path.join(DATA, 'corpus-pages.jsonl'));
+    const missed: string[] = [];
+    let n = 0;
+    for (const t of oracleDev) {
+      for (const r of t.rounds) {
+        const { search } = parseRound(r.text, ACCESS_GRAMMAR);
+        if (search === null) continue;
+        n++;
+        const top = bm.searchOne(search, 1)[0];
+        if (!top || !r.observation!.startsWith(`<information>Doc 1 (${top.title}) [${top.url}]: `)) missed.push(search);
+      }
+    }
+    expect(n).toBe(splits.dev.reduce((a, q) => a + q.hops, 0));
+    // and the test split's hops, by the generator's queries
+    for (const q of splits.test) {
+      for (const h of q.chains[0]!) {
+        n++;
+        const query = anyRelation(h.relation).query(h.subject);
+        if (bm.searchOne(query, 1)[0]?.title !== h.subject) missed.push(query);
+      }
+    }
+    expect(n).toBe([...splits.dev, ...splits.test].reduce((a, q) => a + q.hops, 0));
+    expect(missed).toEqual([]);
+  });
+});
+
+describe('oracle page trajectories (oracle-dev-pages.jsonl)', () => {
+  test('one per dev page question, correct, valid in the access grammar only, reward 1', () => {
+    expect(oracleDev.map((t) => t.qid)).toEqual(splits.dev.map((q) => q.id));
+    for (const t of oracleDev) {
+      const resp = renderFullStream(t.rounds.map((r) => r.text), t.rounds.flatMap((r) => (r.observation !== undefined ? [r.observation] : [])));
+      expect(t.correct).toBe(true);
+      expect(validateFormat(resp, { requireAnswer: true, access: true })).toEqual({ valid: true });
+      expect(validateFormat(resp, { requireAnswer: true }).valid).toBe(false);
+      expect(computeScore(resp, t.golds, { access: true })).toBe(1);
+      for (const r of t.rounds) expect(validateFormat(r.text, { access: true })).toEqual({ valid: true });
+    }
+  });
+
+  test('pages are opened from a URL of the last search, read chunk by chunk, and <mem> copies only what was shown', () => {
+    let accesses = 0;
+    for (const t of oracleDev) {
+      const shown: string[] = [];
+      let lastSearchObs = '';
+      const read = new Map<string, number>();
+      for (const r of t.rounds) {
+        const p = parseRound(r.text, ACCESS_GRAMMAR);
+        if (p.mem !== 'none') for (const fact of sentences(p.mem!)) expect([t.qid, fact, shown.some((o) => o.includes(fact))]).toEqual([t.qid, fact, true]);
+        if (p.search !== null) lastSearchObs = r.observation!;
+        if (p.access !== null) {
+          accesses++;
+          const k = (read.get(p.access) ?? 0) + 1;
+          read.set(p.access, k);
+          // the URL was in the previous search's documents, or is the page being read
+          expect(lastSearchObs.includes(` [${p.access}]: `)).toBe(true);
+          const chunks = chunkPage(pageByUrl.get(p.access)!.contents, PAGING);
+          expect(r.page).toBe(k);
+          expect(r.observation).toBe(`<information>Page ${k} of ${chunks.length} (${p.access}): ${chunks[k - 1]}</information>`);
+        }
+        if (r.observation !== undefined) shown.push(r.observation);
+      }
+    }
+    expect(accesses).toBeGreaterThan(oracleDev.length);
+  });
+
+  test("the page fact is copied into <mem> in the round its chunk is shown to, and kept in every later round's <mem>", () => {
+    let shrunk = 0;
+    for (const t of oracleDev) {
+      const a = t.factChunkRound!;
+      expect(t.rounds[a]!.observation!.includes(t.pageFact)).toBe(true);
+      for (let i = 0; i < t.rounds.length; i++) {
+        const mem = parseRound(t.rounds[i]!.text, ACCESS_GRAMMAR).mem!;
+        expect([t.qid, i, mem.includes(t.pageFact)]).toEqual([t.qid, i, i > a]);
+      }
+      if (t.rounds.length > a + 2) shrunk++;
+    }
+    // questions whose page hop is not the last: the fact must outlive its chunk in the window
+    expect(shrunk).toBeGreaterThan(30);
+  });
+});
+
+describe('oracle page trajectories through the pipeline', () => {
+  test('replayed with BM25 over corpus-pages.jsonl and the local page store: EM 1, the chunks as recorded, the fact in <mem> after its page shrank', async () => {
+    const codec = await tokenizer();
+    const retriever = Bm25Retriever.fromJsonl(path.join(DATA, 'corpus-pages.jsonl'), {}, PageStore.fromJsonl(path.join(DATA, 'pages.jsonl')));
+    const byQid = new Map(oracleDev.map((t) => [t.qid, t]));
+    const questions: Question[] = splits.dev.map((q) => ({ id: q.id, question: q.question, golds: q.golds, hops: q.hops, objectives: 1 }));
+    const gen = new ScriptedGenerator(codec, (tag) => byQid.get(tag.uid)!.rounds[tag.round - 1]!.text);
+    const { records } = await runPipeline({
+      questions, generator: gen, scorer: new FakeScorer(), retriever,
+      options: {
+        rollout: { groupSize: 1, context: 'memory', maxTurns: 16, maxResponseTokens: 4096, maxRoundTokens: 160, questionsPerBatch: 20 },
+        tool: { access: true, pageChunkChars: CHUNK },
+      },
+    });
+    expect(records).toHaveLength(oracleDev.length);
+    let shrunk = 0;
+    let samplesChecked = 0;
+    for (const rec of records) {
+      const t = byQid.get(rec.uid)!;
+      expect([rec.uid, rec.score, rec.doneReason, rec.formatValid]).toEqual([rec.uid, 1, 'answer', true]);
+      expect(rec.rounds).toHaveLength(t.rounds.length);
+      const decode = (from: number, to: number) => codec.decode(rec.responseIds.slice(from, to));
+      rec.rounds.forEach((r, i) => {
+        const o = t.rounds[i]!;
+        // access rounds show exactly the recorded chunk
+        if (r.action === 'access') {
+          expect(r.page).toBe(o.page);
+          expect(decode(r.observation!.start, r.observation!.end)).toBe(observationSegment(o.observation!));
+        }
+      });
+      // the training samples' memory contexts are the contexts the rollout conditions on after a chunk
+      const samples = trajectorySamples({
+        qid: t.qid, question: t.question, golds: t.golds, flaw: null, correct: t.correct,
+        rounds: t.rounds.map((r) => ({
+          mem: parseRound(r.text, ACCESS_GRAMMAR).mem!, think: '', action: { kind: 'answer', answer: '' }, text: r.text,
+          ...(r.observation !== undefined ? { observation: r.observation } : {}),
+        })),
+      }).filter((x) => x.policy === 'memory');
+      rec.rounds.forEach((r, i) => {
+        if (i > 0 && rec.rounds[i - 1]!.action === 'access') {
+          samplesChecked++;
+          expect(codec.decode(r.contextIds!)).toBe(samples[i]!.context);
+        }
+      });
+      const a = t.factChunkRound!;
+      // the round after the chunk: its memory context shows the whole chunk
+      const copying = rec.rounds[a + 1]!;
+      expect(codec.decode(copying.contextIds!).includes(t.rounds[a]!.observation!)).toBe(true);
+      const after = rec.rounds[a + 2];
+      if (after === undefined) continue;
+      // the round after that: the chunk has left the window; the fact is only in the previous round's <mem> — and in this round's
+      shrunk++;
+      const ctx = codec.decode(after.contextIds!);
+      const prevMem = parseRound(t.rounds[a + 1]!.text, ACCESS_GRAMMAR).mem!;
+      expect(ctx.includes(t.rounds[a]!.observation!)).toBe(false);
+      expect(ctx.replace(`<mem>${prevMem}</mem>`, '').includes(t.pageFact)).toBe(false);
+      expect(decode(after.memSpan![0], after.memSpan![1]).includes(t.pageFact)).toBe(true);
+    }
+    expect(shrunk).toBeGreaterThan(30);
+    expect(samplesChecked).toBeGreaterThan(oracleDev.length);
+  });
+});
+
+test('the page files regenerate byte-identically from the seed', () => {
+  const files = pageFiles(buildWorld(DEFAULT_SEED));
+  expect(Object.keys(files).sort()).toEqual([
+    'corpus-pages.jsonl', 'dev-pages.jsonl', 'meta-pages.json', 'oracle-dev-pages.jsonl', 'pages.jsonl', 'test-pages.jsonl', 'train-pages.jsonl',
+  ]);
+  for (const [name, text] of Object.entries(files)) expect([name, fs.readFileSync(path.join(DATA, name), 'utf8') === text]).toEqual([name, true]);
+});
