@@ -18,7 +18,8 @@ default, the step count fits a wall-clock budget, --max-minutes, and so follows 
 
 Flags: --steps N, --max-minutes M, --skip-data, --no-export, --tokens-per-step T, --lr X,
 --aux-weight W, --worlds N --per-world M (training mix: the shipped world and N-1 auxiliary
-worlds, M train questions each; default 12 x 1100), --init DIR (continue from a model directory's
+worlds, M train questions each; default 12 x 1100), --page-questions P (and P page questions each,
+whose trajectories open pages with <access>; default 0), --init DIR (continue from a model directory's
 weights), --mix NAME (sample-kind shares, MIXES; default scratch, probes with --init), --distill W
 (with --init: the agent's own rounds learn KL to the --init weights instead of the oracle),
 --rollout-samples F (with --init, --distill and --mix probes-full-rollouts or repair: the agent's own
@@ -146,8 +147,9 @@ def log(msg, fh=None):
         fh.flush()
 
 
-def make_data(skip, worlds, per_world):
-    train = os.path.join(OUT, f"samples-train-w{worlds}.jsonl")
+def make_data(skip, worlds, per_world, pages=0):
+    # with page questions (issue 32) the file has its own name, so --skip-data never reuses one without
+    train = os.path.join(OUT, f"samples-train-w{worlds}.jsonl" if pages == 0 else f"samples-train-w{worlds}-p{pages}.jsonl")
     dev = os.path.join(OUT, "samples-dev.jsonl")
     if skip and os.path.exists(train) and os.path.exists(dev):
         return train, dev
@@ -157,6 +159,7 @@ def make_data(skip, worlds, per_world):
     # the shipped world's train split (+ auxiliary worlds from other seeds with --worlds > 1)
     subprocess.run(["node", "dist-tools/tools/world/cli.js", "samples", "--split", "train", "--draws", "1",
                     "--worlds", str(worlds), "--per-world", str(per_world), "--no-full",
+                    *(["--pages", str(pages)] if pages > 0 else []),
                     "--samples-out", train], cwd=ROOT, check=True)
     subprocess.run(["node", "dist-tools/tools/world/cli.js", "samples", "--split", "dev", "--draws", "1", "--flaw-rate", "0",
                     "--samples-out", dev], cwd=ROOT, check=True)
@@ -347,6 +350,9 @@ def main():
     ap.add_argument("--worlds", type=int, default=12,
                     help="training worlds: the shipped one plus N-1 generated from other seeds (fresh names)")
     ap.add_argument("--per-world", type=int, default=1100, help="questions per world (0 = all train questions)")
+    ap.add_argument("--page-questions", type=int, default=0,
+                    help="page questions per world (issue 32): their oracle trajectories open pages with <access>; "
+                         "0 (default) = the samples of the shipped model, without pages")
     ap.add_argument("--copy-warmup", type=int, default=120, help="optimiser steps of the fixed-layout copy drill alone, first")
     ap.add_argument("--no-export", action="store_true")
     ap.add_argument("--dev-n", type=int, default=60)
@@ -391,7 +397,7 @@ def main():
     rng = random.Random(a.seed)
     os.makedirs(run_dir, exist_ok=True)
     fh = open(os.path.join(run_dir, "train.log"), "w")
-    train_path, dev_path = make_data(a.skip_data, a.worlds, a.per_world)
+    train_path, dev_path = make_data(a.skip_data, a.worlds, a.per_world, a.page_questions)
     samples = load(train_path)
     if a.rollout_samples:
         samples += load(a.rollout_samples)

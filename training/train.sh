@@ -40,18 +40,21 @@ check() {  # check DIR: the stage must pass its dev check (a `memory` round repr
       process.exit(3);
     }' "$1/config.json" 0.3
 }
+# PAGE_QUESTIONS=N: N page questions per world in the samples (issue 32, training/README.md "Pages"), the
+# same N in every stage so that --skip-data finds stage 1's samples file; unset, the shipped model's samples
+pq=${PAGE_QUESTIONS:+--page-questions $PAGE_QUESTIONS}
 for stage in ${STAGES:-stage1 stage2 repair}; do
   echo "$(date -u +%FT%TZ) train.sh: $stage" >&2
   case "$stage" in
     stage1)
       fresh_dir $out/stage1
-      $py training/train.py --steps 7000 --export-dir $out/stage1
+      $py training/train.py --steps 7000 $pq --export-dir $out/stage1
       check $out/stage1 ;;
     stage2)
       check $out/stage1
       fresh_dir $out/stage2
       $py training/train.py --init $out/stage1 --steps 1000 --lr 3e-4 --copy-warmup 0 --skip-data \
-        --mix probes-full --distill 5 --aux-weight 0 --run-dir $out/run-stage2 --export-dir $out/stage2
+        --mix probes-full --distill 5 --aux-weight 0 $pq --run-dir $out/run-stage2 --export-dir $out/stage2
       check $out/stage2 ;;
     repair)
       check $out/stage1
@@ -74,7 +77,7 @@ for stage in ${STAGES:-stage1 stage2 repair}; do
       fresh_dir $out/repair
       $py training/train.py --init $out/stage2 --steps 400 --lr 1e-4 --copy-warmup 0 --skip-data \
         --mix repair --distill 5 --aux-weight 0 --anchor-probes --rollout-samples $out/repair-samples.jsonl \
-        --rollout-teacher $out/stage1 --threads 1 --run-dir $out/run-repair --export-dir $out/repair
+        --rollout-teacher $out/stage1 --threads 1 $pq --run-dir $out/run-repair --export-dir $out/repair
       check $out/repair
       rm -rf models/mempo-tiny.new models/mempo-tiny.old  # replace the shipped model whole, never half-written
       cp -r $out/repair models/mempo-tiny.new
