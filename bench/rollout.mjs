@@ -6,6 +6,7 @@
 // interleaved (A B A B ...), in one process, on one loaded model.
 //
 //   npm run build:ts && node bench/rollout.mjs [--reps 2] [--mix defaults|bundle|both] [--json]
+//     [--bundle-questions 6] [--bundle-n 8] [--bundle-per-batch 2] [--no-memory] [--schedules batch,continuous,continuous-w16]
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import os from 'node:os';
@@ -22,7 +23,7 @@ const { EMBEDDED } = dist('paths.js');
 
 const reps = Number(value('--reps', '2'));
 const which = value('--mix', 'both');
-const bundleQuestions = Number(value('--bundle-questions', '16'));
+const bundleQuestions = Number(value('--bundle-questions', '6'));
 
 /** The dev questions with 4-10 objectives, in file order, then every fourth chain question among them. */
 function bundleMix() {
@@ -39,7 +40,10 @@ function bundleMix() {
 
 const mixes = {
   defaults: { questions: () => readQuestions(EMBEDDED.split('train')).slice(0, 24), options: {} },
-  bundle: { questions: bundleMix, options: { rollout: { maxTurns: 16, maxResponseTokens: 2048 } } },
+  bundle: {
+    questions: bundleMix,
+    options: { rollout: { maxTurns: 16, maxResponseTokens: 2048, groupSize: Number(value('--bundle-n', '8')), questionsPerBatch: Number(value('--bundle-per-batch', '2')) } },
+  },
 };
 
 const model = await CausalLM.load(EMBEDDED.model(), {});
@@ -60,17 +64,25 @@ model.generateWithStats = async (prompts, options) => {
 };
 const retriever = Bm25Retriever.fromJsonl(EMBEDDED.corpus());
 
-async function once(mix, schedule) {
+/** The contestants: the default schedule, continuous at the engine's width, continuous with 4 waves' worth in flight. */
+const contestants = [
+  { name: 'batch', rollout: { schedule: 'batch' } },
+  { name: 'continuous', rollout: { schedule: 'continuous' } },
+  { name: 'continuous-w16', rollout: { schedule: 'continuous', maxGenerateBatch: 16, maxInFlight: 64 } },
+].filter((c) => value('--schedules', 'batch,continuous,continuous-w16').split(',').includes(c.name));
+
+async function once(mix, c) {
   for (const k of Object.keys(acc)) acc[k] = 0;
   const m = mixes[mix];
-  const options = { ...m.options, rollout: { ...(m.options.rollout ?? {}), schedule } };
+  // --no-memory: generation alone (no scorer), to tell the schedule's effect on the engine from the scorer's.
+  const options = { ...m.options, rollout: { ...(m.options.rollout ?? {}), ...c.rollout }, ...(flag('--no-memory') ? { memory: { enabled: false } } : {}) };
   const t0 = performance.now();
   const res = await runPipeline({ questions: m.questions(), generator: local, scorer: local, retriever, options });
   const wall = (performance.now() - t0) / 1000;
   const t = res.stats.times;
   return {
-    mix, schedule, trajectories: res.records.length, rounds: res.stats.rounds, wallS: wall,
-    trajPerS: res.records.length / wall,
+    mix, schedule: c.name, trajectories: res.records.length, rounds: res.stats.rounds, generatedTokens: res.stats.generatedTokens, wallS: wall,
+    trajPerS: res.records.length / wall, tokensPerS: res.stats.generatedTokens / wall,
     occupancy: acc.decodeRows / acc.decodeSteps,
     decodeSteps: acc.decodeSteps, generateCalls: acc.calls,
     paddingRatio: acc.paddedPrefillTokens / acc.prefillTokens,
@@ -81,12 +93,14 @@ async function once(mix, schedule) {
 const rows = [];
 for (const mix of which === 'both' ? ['defaults', 'bundle'] : [which]) {
   for (let r = 0; r < reps; r++) {
-    for (const schedule of r % 2 === 0 ? ['batch', 'continuous'] : ['continuous', 'batch']) {
-      const row = await once(mix, schedule);
+    // Each rep starts with the next contestant: every one runs first once in as many reps as there are contestants.
+    const order = contestants.map((_, i) => contestants[(i + r) % contestants.length]);
+    for (const c of order) {
+      const row = await once(mix, c);
       rows.push(row);
       if (!flag('--json')) {
-        console.log(`${mix.padEnd(8)} ${schedule.padEnd(10)} ${row.trajectories} traj ${row.rounds} rounds ${row.wallS.toFixed(1)} s ` +
-          `${row.trajPerS.toFixed(2)} traj/s occupancy ${row.occupancy.toFixed(1)} seq/decode pass (${row.decodeSteps} passes, ${row.generateCalls} calls) ` +
+        console.log(`${mix.padEnd(8)} ${c.name.padEnd(14)} ${row.trajectories} traj ${row.rounds} rounds ${row.generatedTokens} tokens ${row.wallS.toFixed(1)} s ` +
+          `${row.trajPerS.toFixed(2)} traj/s ${row.tokensPerS.toFixed(0)} tok/s occupancy ${row.occupancy.toFixed(1)} seq/decode pass (${row.decodeSteps} passes, ${row.generateCalls} calls) ` +
           `padding ${row.paddingRatio.toFixed(2)}x scorer ${row.scoreS.toFixed(1)} s in ${row.scorerCalls} calls, waited on ${row.scoreWaitS.toFixed(1)} s`);
       }
     }

@@ -76,6 +76,8 @@ export const rolloutSchema = z.object({
    * (docs/rollout.md, "Schedules").
    */
   schedule: z.enum(['batch', 'continuous']).default('batch'),
+  /** 'continuous' schedule: most trajectories in flight (null: maxGenerateBatch); more than maxGenerateBatch lets the engine sort each call into waves of similar length. */
+  maxInFlight: posInt().nullable().default(null),
   /** Most sequences per model forward pass when generating. */
   maxGenerateBatch: posInt().default(DEFAULTS.maxGenerateBatch),
   /** Seed of sampling; the same seed reproduces the same batch. */

@@ -71,6 +71,7 @@ export function addPipelineOptions(cmd: Command, defaults: CommandDefaults = {})
   add('--questions-per-batch <n>', 'questions rolled out and scored together (one scorer call per batch)', int(1), r.questionsPerBatch);
   add('--max-generate-batch <n>', 'most sequences per forward pass', int(1), r.maxGenerateBatch);
   add('--schedule <s>', "'batch' (a batch's groups together, the next batch once it is scored) or 'continuous' (a group joins as soon as the engine has room, scored as soon as it is done; not byte-identical to 'batch', see docs/rollout.md)", undefined, r.schedule, ['batch', 'continuous']);
+  add('--max-in-flight <n>', "continuous schedule: most trajectories in flight (default: --max-generate-batch; more lets the engine sort each call into waves of similar length)", int(1));
   add('--seed <n>', 'sampling seed (the same seed reproduces the same batch)', int(0), r.seed);
   add('--temperature <t>', 'sampling temperature (0 = greedy)', num((x) => x >= 0 && Number.isFinite(x), 'a number >= 0'), defaults.temperature ?? r.sampling.temperature);
   add('--top-p <p>', 'nucleus sampling mass', num((x) => x > 0 && x <= 1, 'a number in (0, 1]'), r.sampling.topP);
@@ -116,7 +117,7 @@ export function pipelineOptionsFromFlags(o: Record<string, unknown>, memoryRewar
   return resolveOptions({
     rollout: {
       groupSize: o['groupSize'], maxTurns: o['maxTurns'], maxResponseTokens: o['maxResponseTokens'], maxRoundTokens: o['maxRoundTokens'],
-      context: o['context'], chatTemplate: o['chatTemplate'], questionsPerBatch: o['questionsPerBatch'], maxGenerateBatch: o['maxGenerateBatch'], schedule: o['schedule'], seed: o['seed'],
+      context: o['context'], chatTemplate: o['chatTemplate'], questionsPerBatch: o['questionsPerBatch'], maxGenerateBatch: o['maxGenerateBatch'], schedule: o['schedule'], maxInFlight: o['maxInFlight'] ?? null, seed: o['seed'],
       sampling: { temperature: o['temperature'], topP: o['topP'], topK: o['topK'] },
     },
     tool: {

@@ -366,7 +366,7 @@ async function* continuousBatches(
 ): AsyncGenerator<PipelineBatch, void, undefined> {
   const skip = input.skipUids ?? new Set<string>();
   const n = options.rollout.groupSize;
-  const width = options.rollout.maxGenerateBatch;
+  const width = options.rollout.maxInFlight ?? options.rollout.maxGenerateBatch;
   const loop = new ContinuousLoop({ generator: input.generator, retriever: input.retriever, options, hooks: continuousHooks(n, input.progress) });
   const queue = batches.flatMap((qs, b) => qs.map((q, slot) => ({ q, b, slot }))).filter((g) => !skip.has(g.q.id));
   const scoring = new GroupScoring(input, options, stats);

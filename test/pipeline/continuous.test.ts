@@ -12,6 +12,9 @@ import { Bm25Retriever } from '../../src/retrieval/bm25';
 import { readQuestions } from '../../src/io/questions';
 import { pipelineBatches, runPipeline } from '../../src/pipeline/pipeline';
 import { mixSeed } from '../../src/rng';
+import { resolveOptions } from '../../src/options';
+import { addPipelineOptions, pipelineOptionsFromFlags } from '../../src/cli/options';
+import { Command } from 'commander';
 import type { BatchRecord, GenerateParams, GenerationOutput, GenerationRequest, Generator, RequestTag } from '../../src/contracts';
 import { CORPUS, FakeRetriever, FakeScorer, MODEL_DIR, Q1, Q2, answer, search, tokenizer } from './helpers';
 import { resolve } from 'node:path';
@@ -80,6 +83,34 @@ describe('continuous schedule (scripted model)', () => {
     expect(Math.max(...narrow.gen.calls.map((c) => c.length))).toBe(2);
     // The batch schedule keeps today's streams: no request seed.
     expect((await run('batch', 4)).gen.requests.every((r) => r.seed === undefined)).toBe(true);
+  });
+
+  test('with maxInFlight above maxGenerateBatch, each call holds up to maxInFlight requests for the engine to split into waves', async () => {
+    const gen = new Recording(new ScriptedGenerator(await tokenizer(), script));
+    const params: number[] = [];
+    const spy: Generator = { codec: gen.codec, maxContextTokens: gen.maxContextTokens, generate: (r, p) => (params.push(p.maxBatchSize ?? 0), gen.generate(r, p)) };
+    const res = await runPipeline({
+      questions: [Q1, Q2, Q3, Q4], generator: spy, scorer: new FakeScorer(), retriever: new FakeRetriever(),
+      options: { rollout: { groupSize: 2, questionsPerBatch: 1, maxGenerateBatch: 2, maxInFlight: 6, schedule: 'continuous' } },
+    });
+    expect(gen.calls[0]).toEqual(['q1/0', 'q1/1', 'q2/0', 'q2/1', 'q3/0', 'q3/1']);
+    expect(Math.max(...gen.calls.map((c) => c.length))).toBe(6);
+    expect(new Set(params)).toEqual(new Set([2]));
+    expect(res.records.map((r) => r.uid)).toEqual(['q1', 'q1', 'q2', 'q2', 'q3', 'q3', 'q4', 'q4']);
+  });
+
+  test("the default is 'batch'; --schedule continuous and --max-in-flight select it, anything else is rejected", () => {
+    expect(resolveOptions({}).rollout.schedule).toBe('batch');
+    expect(resolveOptions({}).rollout.maxInFlight).toBeNull();
+    const parse = (argv: string[]) => {
+      const cmd = addPipelineOptions(new Command().exitOverride().configureOutput({ writeErr: () => {} }));
+      cmd.parse(argv, { from: 'user' });
+      return pipelineOptionsFromFlags(cmd.opts()).rollout;
+    };
+    expect(parse([]).schedule).toBe('batch');
+    expect(parse(['--schedule', 'continuous', '--max-in-flight', '128'])).toMatchObject({ schedule: 'continuous', maxInFlight: 128 });
+    expect(() => parse(['--schedule', 'eager'])).toThrow('Allowed choices are batch, continuous');
+    expect(() => resolveOptions({ rollout: { maxInFlight: 0 } })).toThrow('Invalid option options.rollout.maxInFlight');
   });
 
   test('groups of questions done before (resume) are not generated; a fully done batch is skipped', async () => {
