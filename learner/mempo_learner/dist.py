@@ -190,8 +190,10 @@ class DistLearner(Learner):
             if at < self.g.seq:
                 late.append(r)
         who = ", ".join(f"rank {r}" for r in late) or "a rank"
-        return (f"{who} did not finish {op} within the collective timeout of {self.g.timeout_s:g} s "
-                f"(stalled, or gone): {str(e).splitlines()[0][:300]}")
+        first = str(e).splitlines()[0][:300] if str(e) else type(e).__name__
+        if "timed out" in first.lower() or "timeout" in first.lower():
+            return f"{who} did not finish {op} within the collective timeout of {self.g.timeout_s:g} s (stalled, or gone): {first}"
+        return f"{who} left the group during {op} (its exit status is known only to its launcher): {first}"
 
     def _fail(self, op: str, why: str):
         self.broken = f"{op}: {why}; the learner's process group is broken, the learner exits"
