@@ -27,11 +27,12 @@ export type {
 
 // The protocol (src/protocol, §1, §7): the round grammar, the model's protocol ids, the context window.
 export { parseRoundOutput } from './protocol/round';
+export { ACCESS_GRAMMAR, SEARCH_GRAMMAR, grammarFor } from './protocol/grammar';
 export { resolveProtocolIds } from './protocol/special-ids';
 export { STOP_STRINGS } from './protocol/tags'; // what a Generator of your own stops at
 export { AgentMemory } from './protocol/agent-memory';
 export type { ParsedRoundOutput, Violation } from './protocol/round';
-export type { ActionName, ViolationCode } from './protocol/grammar';
+export type { ActionName, Grammar, GrammarSlot, ViolationCode } from './protocol/grammar';
 export type { ProtocolTokenIds, IdCodec, IdConfig, RoundTag, StopString } from './protocol/special-ids';
 export type { AgentMemoryOptions, MemoryRecord, MemoryRecordType } from './protocol/agent-memory';
 
@@ -51,7 +52,7 @@ export type { AgentLoopInput, AgentLoopStats } from './pipeline/rollout';
 export type { TensorBatch } from './pipeline/batch';
 export type { PipelineInput, PipelineResult, PipelineBatch, PipelineStats, BatchScoringStats, ProgressSink, StageTimes } from './pipeline/pipeline';
 export type { RunSummary, EvalReport, EvalBucket } from './pipeline/summary';
-export type { AgentLoopHooks, RolloutTrajectory } from './pipeline/trajectory';
+export type { AgentLoopHooks, PageCursor, RolloutTrajectory } from './pipeline/trajectory';
 export type { SnapshotScores } from './pipeline/snapshot-scoring';
 export type { PipelineOptions, PipelineOptionsInput } from './options';
 
@@ -59,7 +60,7 @@ export type { PipelineOptions, PipelineOptionsInput } from './options';
 export { PartialResultsError } from './contracts';
 export { MempoError, MempoPipelineError, MempoRuntimeError } from './errors';
 export type {
-  TextCodec, Generator, TargetScorer, GenerationRequest, GenerateParams, GenerationOutput, GenerationFinish, RequestTag, ScoringItem, ScoringTag, ChatTurn, Retriever, RetrievedDoc,
+  TextCodec, Generator, TargetScorer, GenerationRequest, GenerateParams, GenerationOutput, GenerationFinish, RequestTag, ScoringItem, ScoringTag, ChatTurn, Retriever, RetrievedDoc, Page,
   Question, Trajectory, TrajectoryState, RoundTrace, ObservationTrace, RoundViolation, RoundRewards, Snapshot, ScoredTrajectory, BatchRecord, BatchRound, DoneReason,
   Learner, LearnerSample, LearnerForwardOptions, LearnerInfo, OptimParams,
 } from './contracts';
@@ -110,10 +111,11 @@ export type { SpawnLearnerOptions } from './learner/spawn';
 // Retrieval (src/retrieval) and the servers mempo runs (src/servers).
 export { Bm25Retriever } from './retrieval/bm25';
 export { HttpRetriever } from './retrieval/http-retriever';
-export { renderSearchObservation } from './retrieval/observation';
+export { renderSearchObservation, renderWebpage, renderNoPage, chunkPage } from './retrieval/observation';
+export { PageStore } from './retrieval/pages';
 export { createRetrievalServer } from './servers/retrieval-server';
 export { createCompletionsServer } from './servers/completions-server';
-export type { ObservationOptions } from './retrieval/observation';
+export type { ObservationOptions, ObservationFormat, PagingOptions, WebpageObservation } from './retrieval/observation';
 export type { Bm25Options } from './retrieval/bm25';
 export type { HttpRetrieverOptions } from './retrieval/http-retriever';
 export type { RetrievalServerOptions } from './servers/retrieval-server';

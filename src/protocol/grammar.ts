@@ -48,7 +48,8 @@ export interface TagToken {
   end: number;
 }
 
-interface Slot {
+/** One block position of a round: which tags may fill it, and what its absence is. */
+export interface GrammarSlot {
   names: readonly TagName[];
   /** The violation when the round has no closed block of this slot. */
   missing: ViolationCode;
@@ -62,7 +63,7 @@ export interface Grammar {
   /** Matches the grammar's tags; anything else, `<b>` say, is text. */
   readonly tagRe: RegExp;
   /** The blocks of a round, in order. */
-  readonly slots: readonly Slot[];
+  readonly slots: readonly GrammarSlot[];
 }
 
 function grammarOf(actions: readonly ActionName[]): Grammar {

@@ -34,6 +34,7 @@ describe('paging as ASearcher', () => {
   test('the defaults are ASearcher\'s: 250,000 characters, chunks of 25,000, at most 10', () => {
     const t = resolveOptions({}).tool;
     expect([t.pageMaxChars, t.pageChunkChars, t.pageMaxChunks]).toEqual([250_000, 25_000, 10]);
+    expect([t.access, t.observationFormat]).toEqual([false, 'mempo']);
   });
 
   test.each([
