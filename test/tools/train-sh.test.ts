@@ -57,3 +57,31 @@ test('an unknown stage is refused', () => {
   expect(r.code).toBe(2);
   expect(r.err).toContain('unknown stage stage3');
 }, 30_000);
+
+test('PAGE_QUESTIONS reaches train.py as --page-questions in every stage; unset, the commands are as before', () => {
+  const run = (pageQuestions: string | undefined): string[] => {
+    const dir = scratch({});
+    // a python3 that has torch and "trains" a stage that passes its dev check, logging its arguments
+    mkdirSync(join(dir, 'bin'));
+    const log = join(dir, 'args.log');
+    writeFileSync(join(dir, 'bin', 'python3'), [
+      '#!/bin/sh',
+      '[ "$1" = "-c" ] && exit 0',
+      `echo "$*" >> ${JSON.stringify(log)}`,
+      'while [ $# -gt 0 ]; do [ "$1" = "--export-dir" ] && mkdir -p "$2" && echo \'{"mempo":{"dev_round_exact_match":{"memory":0.5}}}\' > "$2/config.json"; shift; done',
+      '',
+    ].join('\n'), { mode: 0o755 });
+    const env: NodeJS.ProcessEnv = { ...process.env, STAGES: 'stage1 stage2', PATH: `${join(dir, 'bin')}:${process.env.PATH ?? ''}` };
+    if (pageQuestions === undefined) delete env.PAGE_QUESTIONS;
+    else env.PAGE_QUESTIONS = pageQuestions;
+    const r = spawnSync('bash', [join(dir, 'training', 'train.sh')], { env, encoding: 'utf8' });
+    expect([r.status, r.stderr.includes('train.sh: stage2')]).toEqual([0, true]);
+    return readFileSync(log, 'utf8').trimEnd().split('\n');
+  };
+  const withPages = run('300');
+  expect(withPages).toHaveLength(2);
+  for (const args of withPages) expect(args).toMatch(/^training\/train\.py .* --page-questions 300 /);
+  const plain = run(undefined);
+  expect(plain).toEqual(withPages.map((a) => a.replace(' --page-questions 300', '')));
+  expect(plain[0]).toBe('training/train.py --steps 7000 --export-dir training/out/stage1');
+}, 30_000);

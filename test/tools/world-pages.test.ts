@@ -7,7 +7,9 @@
  * every question and keeps the fact in `<mem>` after the page has shrunk. The files regenerate
  * byte-identically from the seed, beside the original ones.
  */
+import { createHash } from 'crypto';
 import * as fs from 'fs';
+import * as os from 'os';
 import * as path from 'path';
 import { computeScore, validateFormat } from '../../src/kernels/outcome-reward';
 import { ACCESS_GRAMMAR } from '../../src/protocol/grammar';
@@ -22,6 +24,7 @@ import type { Question } from '../../src/contracts';
 import { DEFAULT_SEED, buildWorld, pageFiles } from '../../tools/world/world';
 import { anyRelation } from '../../tools/world/pages';
 import { trajectorySamples } from '../../tools/world/samples';
+import { writeSamples } from '../../tools/world/cli';
 import { FakeScorer, tokenizer } from '../pipeline/helpers';
 
 const DATA = path.join(__dirname, '..', '..', 'data', 'world');
@@ -268,4 +271,31 @@ test('the page files regenerate byte-identically from the seed', () => {
     'corpus-pages.jsonl', 'dev-pages.jsonl', 'meta-pages.json', 'oracle-dev-pages.jsonl', 'pages.jsonl', 'test-pages.jsonl', 'train-pages.jsonl',
   ]);
   for (const [name, text] of Object.entries(files)) expect([name, fs.readFileSync(path.join(DATA, name), 'utf8') === text]).toEqual([name, true]);
+});
+
+describe('training samples with pages (cli.ts samples --pages N)', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mempo-page-samples-'));
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const MODEL = path.join(__dirname, '..', '..', 'models', 'mempo-tiny');
+  const lines = (f: string) => fs.readFileSync(f, 'utf8').trimEnd().split('\n');
+
+  test('without --pages the samples are byte-identical to those written before pages existed; with it, page lines are added and marked', async () => {
+    const log = jest.spyOn(console, 'log').mockImplementation(() => undefined);
+    try {
+      const plain = path.join(dir, 'plain.jsonl');
+      const withPages = path.join(dir, 'pages.jsonl');
+      await writeSamples(DEFAULT_SEED, MODEL, plain, 1, 'dev', 0.3);
+      await writeSamples(DEFAULT_SEED, MODEL, withPages, 1, 'dev', 0.3, 1, 0, true, 20);
+      // sha256 of `cli.js samples --split dev --draws 1 --flaw-rate 0.3` at 43394d3 (before the page oracle)
+      expect(createHash('sha256').update(fs.readFileSync(plain)).digest('hex')).toBe('cb16620df55d35876e7341b2d1eba49f40e43e27276d85dd3fa15ebc53dc93bc');
+      const all = lines(withPages);
+      const page = all.filter((l) => l.endsWith(',"pg":1}'));
+      expect(all.filter((l) => !l.endsWith(',"pg":1}'))).toEqual(lines(plain));
+      // 20 trajectories: a stream each, and every access round's successor as a memory sample
+      expect(page.filter((l) => l.startsWith('{"p":"stream"'))).toHaveLength(20);
+      expect(page.filter((l) => l.startsWith('{"p":"memory"')).length).toBeGreaterThan(20 * 3);
+    } finally {
+      log.mockRestore();
+    }
+  }, 60_000);
 });

@@ -58,7 +58,7 @@ function generate(seed: number, outDir: string, modelDir: string, withTokenizer:
 export const AUX_SEED_STRIDE = 1009;
 
 /** Tokenised per-round training samples for training/train.py (not committed). */
-async function writeSamples(
+export async function writeSamples(
   seed: number, modelDir: string, out: string, draws: number, split: 'train' | 'dev' | 'test', flawRate: number,
   worlds = 1, perWorld = 0, withFull = true, pagesPerWorld = 0,
 ): Promise<void> {
