@@ -404,8 +404,8 @@ describe('rollout over mempo serve replicas', () => {
   }, 120_000);
 
   test('the retriever timing out: those trajectories are tool failures excluded from advantages, the run completes whole', async () => {
-    // The first search request waits 1.5 s before it is forwarded; the client gives up after 400 ms.
-    const p = await proxy(retriever!.url.replace(/\/retrieve$/, ''), (n) => (n === 1 ? { delayMs: 1500 } : null));
+    // The first search request (the second POST: the first is the run's /access probe) waits 1.5 s before it is forwarded; the client gives up after 400 ms.
+    const p = await proxy(retriever!.url.replace(/\/retrieve$/, ''), (n) => (n === 2 ? { delayMs: 1500 } : null));
     try {
       const r = await rollout([
         '--temperature', '0', ...servers(), '--retriever', `${p.url}/retrieve`, '--retriever-timeout', '400', '--retriever-retries', '0', '--questions-per-batch', '1',
