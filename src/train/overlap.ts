@@ -121,7 +121,6 @@ export async function runOverlapped(ctx: TrainContext, run: OverlapRun): Promise
           if (!warned) run.notice(`resuming an overlapped run: the weights of step ${want} are no longer on disk (a checkpoint pruned or not kept, or no starting model known), so step ${step} samples with step ${engine}'s; from here the run differs from the uninterrupted one`);
           warned = true;
           version = engine;
-          dir = null;
         }
       }
       if (dir !== null) {
