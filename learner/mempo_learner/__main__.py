@@ -139,6 +139,8 @@ def main(argv=None) -> int:
     if dtype == "auto":
         dtype = "bf16" if device == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
     torch.use_deterministic_algorithms(True, warn_only=True)
+    if device == "cuda" and a.nproc > torch.cuda.device_count():  # nccl takes one device per rank
+        ap.error(f"--nproc {a.nproc}: torch sees {torch.cuda.device_count()} CUDA devices, one process per device")
     cfg = {"model": a.model, "seed": a.seed, "device": device, "dtype": dtype, "threads": a.threads,
            "world": a.world, "timeout": a.collective_timeout}
     if a.rank != 0:  # started by a launcher: no HTTP, rank 0's commands until it is gone

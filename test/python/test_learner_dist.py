@@ -20,7 +20,6 @@ import time
 import unittest
 
 import numpy as np
-import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "learner"))
@@ -272,8 +271,6 @@ def free_port():
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
-
-torch.set_num_threads(1)
 
 if __name__ == "__main__":
     unittest.main()
