@@ -21,6 +21,10 @@ import { createRetrievalServer, listen } from '../../src/servers/retrieval-serve
 import { validateFormat } from '../../src/kernels/outcome-reward';
 import { MempoError } from '../../src/errors';
 import type { Page, Retriever } from '../../src/contracts';
+import { StopMatcher } from '../../src/engines/local/stop';
+import type { GenerateParams, GenerationOutput, GenerationRequest, Generator, RequestTag } from '../../src/contracts';
+import type { Tokenizer } from '../../src/engines/local/tokenizer';
+import { REAL_NAMES, realTokenizer } from '../protocol/real-tokenizers';
 import { FakeScorer, Q1, answer, search, tokenizer } from './helpers';
 
 const URL_M = 'https://world.wiki/Mamek';
@@ -249,5 +253,49 @@ describe('the page tool in the agent loop', () => {
     expect(trajectories[0]!.rounds[0]!.action).toBeNull();
     expect(trajectories[0]!.doneReason).toBe('no-action');
     expect(stats).toMatchObject({ accesses: 0, pagesOpened: 0 });
+  });
+});
+
+/** Writes canned text token by token and stops where the local engine's stop matcher stops. */
+class CannedGenerator implements Generator {
+  readonly maxContextTokens = 4096;
+  constructor(readonly codec: Tokenizer, private readonly script: (tag: RequestTag) => string) {}
+  generate(requests: readonly GenerationRequest[], params: GenerateParams): Promise<GenerationOutput[]> {
+    const m = new StopMatcher(this.codec, params.stop, [this.codec.eosTokenId!]);
+    return Promise.resolve(requests.map((req) => {
+      const all = this.codec.encode(this.script(req.tag));
+      for (let k = 1; k <= all.length; k++) {
+        if (m.check(all.slice(0, k)) !== null) return { tokenIds: all.slice(0, k), logprobs: null, finishReason: 'stop' as const };
+      }
+      return { tokenIds: all, logprobs: null, finishReason: 'length' as const };
+    }));
+  }
+}
+
+describe.each(REAL_NAMES)('the page tool with the %s tokenizer (tags spelled with several tokens)', (name) => {
+  test('</access> ends the round where its text completes, the URL is read from the decoded text, the page follows', async () => {
+    const tok = await realTokenizer(name);
+    const rounds = [
+      `<mem>none</mem>\n<think>Open it.</think>\n<access>${URL_M}</access>\n\nignored`,
+      `<mem>Mamek has a page.</mem>\n<think>Read on.</think>\n<access> ${URL_M} </access>\n\n<mem>`,
+      '<mem>Mamek lies in Thersekle.</mem><think>ok</think><answer>Thersekle</answer>',
+    ];
+    const gen = new CannedGenerator(tok, (tag) => rounds[tag.round - 1]!);
+    const o = options({ rollout: { groupSize: 1, chatTemplate: 'chatml' } });
+    const { trajectories } = await runAgentLoop({ questions: [Q1], generator: gen, retriever: localRetriever(), options: o });
+    const t = trajectories[0]!;
+    expect(t.doneReason).toBe('answer');
+    expect(t.rounds.map((r) => [r.action, r.url ?? null, r.observation?.text ?? null])).toEqual([['access', URL_M, P1], ['access', URL_M, P2], ['answer', null, null]]);
+    // Generation stopped inside the canned text: nothing after </access> but what its completing token carries.
+    for (const [i, r] of t.rounds.slice(0, 2).entries()) {
+      const cut = r.text.indexOf('</access>') + '</access>'.length;
+      expect(rounds[i]!.startsWith(r.text)).toBe(true);
+      expect(r.text.slice(cut)).not.toContain('ignored');
+    }
+    expect(validateFormat(tok.decode(t.responseIds), { access: true }).valid).toBe(true);
+    const snaps = buildSnapshots(trajectories, tok, o);
+    expect(snaps.map((x) => x.round)).toEqual([2, 3]);
+    expect(tok.decode(snaps[1]!.fullContext)).toContain(C2);
+    expect(tok.decode(snaps[1]!.memContext).startsWith(`${renderPrompt(Q1.question)}<mem>Mamek lies in Thersekle.</mem>`)).toBe(true);
   });
 });
