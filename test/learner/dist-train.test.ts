@@ -14,7 +14,7 @@ import { EMBEDDED } from '../../src/paths';
 import { MempoError } from '../../src/errors';
 
 const CLI = resolve(__dirname, '../../dist/cli/main.js');
-const SHORT = ['--questions-per-step', '2', '-n', '3', '--eval-every', '0', '--max-turns', '4', '--threads', '1', '--quiet', '--learner-procs', '2'];
+const SHORT = ['--questions-per-step', '1', '-n', '2', '--eval-every', '0', '--max-turns', '4', '--threads', '1', '--quiet', '--learner-procs', '2'];
 const steps = (dir: string) => readFileSync(join(dir, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => (JSON.parse(l) as { step: number }).step);
 
 /** Whether a process has exited (a zombie nobody reaps counts). */
@@ -86,10 +86,11 @@ describeWithTorch('mempo train --learner-procs 2', () => {
     }
   }, 120_000);
 
-  it('--learner-procs is refused beside --learner URL, naming both', async () => {
+  it('--learner-procs is refused beside --learner URL, naming both; procs below 1 is refused', async () => {
     const r = await runCli(['train', '--out', join(root, 'url'), '--steps', '1', ...SHORT, '--learner', 'http://127.0.0.1:9']);
     expect(r.code).not.toBe(0);
     expect(r.err).toContain('--learner-procs 2 is for the learner mempo spawns, not for --learner http://127.0.0.1:9');
     expect(existsSync(join(root, 'url'))).toBe(false);
+    await expect(spawnLearner({ model: EMBEDDED.model(), procs: 0 })).rejects.toThrow('Expected an integer >= 1 for procs but received 0');
   });
 });
