@@ -20,10 +20,16 @@
 
 namespace mempo {
 
-// Smaller results: V8's own allocation. From 256 KiB on the pool pays: a 2 MiB result from V8
-// (zeroed, page-faulted) made grpoOutcomeAdvantage at B = 512, T = 1024 1.7 ms a call against
-// 0.14 ms pooled (bench/peer.mjs, one thread), its compute being ~0.09 ms.
+// Smaller results: V8's own allocation. From 256 KiB on a pooled mapping pays: a 2 MiB result
+// from V8 (zeroed, page-faulted) made grpoOutcomeAdvantage at B = 512, T = 1024 1.7 ms a call
+// against 0.14 ms pooled (bench/peer.mjs, one thread; its compute is ~0.09 ms). But mappings come
+// back only through finalizers, which Node runs on a later event-loop turn: a synchronous loop
+// of calls would fault in a fresh mapping every time (~1 ms at 2 MiB here, more than V8's
+// allocation). So below kPoolFreshBytes a new mapping is made only while few are out; past that
+// such results take V8's allocation until the pool refills.
 constexpr size_t kPoolMinBytes = size_t{256} << 10;
+constexpr size_t kPoolFreshBytes = size_t{4} << 20;
+constexpr int kMaxOutstandingSmall = 32;
 constexpr size_t kPoolMaxBytes = size_t{512} << 20;  // mappings kept for reuse, in all
 
 struct Mapping {
@@ -34,7 +40,10 @@ struct Mapping {
 class MappingPool {
  public:
   // A mapping of at least `bytes` (exactly `bytes` when new); `fresh` says it is untouched zeros.
-  Mapping take(size_t bytes, bool& fresh) {
+  // populate: a new mapping is faulted in by mmap itself (the caller writes every element).
+  // A result under kPoolFreshBytes gets {nullptr, 0} when none is free and kMaxOutstandingSmall
+  // are out (the caller then allocates another way).
+  Mapping take(size_t bytes, bool& fresh, bool populate) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (size_t i = 0; i < free_.size(); ++i) {
@@ -42,15 +51,29 @@ class MappingPool {
           Mapping m = free_[i];
           free_.erase(free_.begin() + long(i));
           pooled_ -= m.size;
+          if (m.size < kPoolFreshBytes) ++outstanding_small_;
           fresh = false;
           return m;
         }
       }
+      if (bytes < kPoolFreshBytes) {
+        if (outstanding_small_ >= kMaxOutstandingSmall) return {nullptr, 0};
+        ++outstanding_small_;
+      }
     }
     fresh = true;
 #if defined(__linux__)
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return {p == MAP_FAILED ? nullptr : p, bytes};
+    // (One mmap-time populate costs a fraction of a trap per page, which on a VM is ~1-2 µs.)
+    const int flags = MAP_PRIVATE | MAP_ANONYMOUS | (populate ? MAP_POPULATE : 0);
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
+    if (p == MAP_FAILED) {
+      if (bytes < kPoolFreshBytes) {
+        std::lock_guard<std::mutex> lock(mu_);
+        --outstanding_small_;
+      }
+      return {nullptr, bytes};
+    }
+    return {p, bytes};
 #else
     return {nullptr, bytes};
 #endif
@@ -58,6 +81,7 @@ class MappingPool {
 
   void give_back(Mapping m) {
     std::lock_guard<std::mutex> lock(mu_);
+    if (m.size < kPoolFreshBytes) --outstanding_small_;
     if (pooled_ + m.size <= kPoolMaxBytes) {
       free_.push_back(m);
       pooled_ += m.size;
@@ -72,6 +96,7 @@ class MappingPool {
   std::mutex mu_;
   std::vector<Mapping> free_;
   size_t pooled_ = 0;
+  int outstanding_small_ = 0;  // mappings under kPoolFreshBytes handed out, not yet given back
 };
 
 inline MappingPool& mapping_pool() {
@@ -126,7 +151,10 @@ inline Napi::Float32Array new_float32(Napi::Env env, size_t n, bool need_zeros, 
 #if defined(__linux__)
   if (bytes <= kMaxExternalBytes) {
     bool fresh = false;
-    Mapping m = mapping_pool().take(bytes, fresh);
+    // A kernel that leaves pages unwritten (reused != nullptr: it writes only the spans of fresh
+    // zeros) keeps them lazy; the others write everything, so the pages are faulted in at once.
+    Mapping m = mapping_pool().take(bytes, fresh, reused == nullptr && !need_zeros);
+    if (m.base == nullptr && m.size == 0) return Napi::Float32Array::New(env, n);  // none to spare: V8's
     if (m.base == nullptr) throw Napi::RangeError::New(env, alloc_failure(n));
     auto* h = new PooledResult{m, true};
     napi_value ab = nullptr;
