@@ -4,7 +4,7 @@
  * training loop, metrics.jsonl, checkpoints and train-report.html.
  */
 import { join, resolve } from 'node:path';
-import type { Learner, Question } from '../contracts';
+import type { Learner, Question, Retriever } from '../contracts';
 import { MempoError } from '../errors';
 import { readQuestions } from '../io/questions';
 import { writeFileAtomic } from '../io/write';
@@ -113,12 +113,14 @@ export async function executeTrain(s: TrainSettings, io: RunIO): Promise<StepMet
   const dev = shuffled(readQuestions(s.evalQuestions), 0).slice(0, s.train.evalQuestions);
   checkModelConfig(s.run.model, (s.run.server ?? null) !== null);
   checkManifest(s.run.model, warn);
+  // Before the settings: a retrieval server with pages turns the page tool on (options.tool.access).
+  const retriever = await openRetriever(s.run);
   const settings = trainSettings(s.run.options, s.train, order, dev, runIdentity(s));
   // One writer per directory, from before it is touched until the learner has stopped.
   const held = holdRunDir(out, 'mempo train', io, s.run.quiet);
   try {
     const from = prepareTrainDir(s, out, settings, io);
-    return await train(s, io, out, { order, dev, settings, from });
+    return await train(s, io, out, { order, dev, settings, from, retriever });
   } finally {
     held.release();
   }
@@ -126,10 +128,10 @@ export async function executeTrain(s: TrainSettings, io: RunIO): Promise<StepMet
 
 async function train(
   s: TrainSettings, io: RunIO, out: string,
-  run: { order: Question[]; dev: Question[]; settings: Record<string, unknown>; from: ResumePoint | null },
+  run: { order: Question[]; dev: Question[]; settings: Record<string, unknown>; from: ResumePoint | null; retriever: Retriever },
 ): Promise<StepMetrics[]> {
   const warn = (m: string) => void io.stderr.write(`warning: ${m}\n`);
-  const retriever = await openRetriever(s.run);
+  const retriever = run.retriever;
   const engine = await openEngine(s.run, io, warn);
   const learner = await openLearner(s, io).catch(async (e: unknown) => {
     await engine.local?.dispose();
