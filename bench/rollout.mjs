@@ -6,7 +6,7 @@
 // interleaved (A B A B ...), in one process, on one loaded model.
 //
 //   npm run build:ts && node bench/rollout.mjs [--reps 2] [--mix defaults|bundle|both] [--json]
-//     [--bundle-questions 6] [--bundle-n 8] [--bundle-per-batch 2] [--no-memory] [--schedules batch,continuous,continuous-w16]
+//     [--bundle-questions 6] [--bundle-n 8] [--bundle-per-batch 2] [--no-memory] [--schedules batch,continuous,continuous-w16] [--rotate 0]
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import os from 'node:os';
@@ -22,6 +22,8 @@ const { runPipeline } = dist('pipeline/pipeline.js');
 const { EMBEDDED } = dist('paths.js');
 
 const reps = Number(value('--reps', '2'));
+/** --rotate k: the first rep starts with contestant k (a later run interleaved with an earlier one). */
+const rotate = Number(value('--rotate', '0'));
 const which = value('--mix', 'both');
 const bundleQuestions = Number(value('--bundle-questions', '6'));
 
@@ -77,12 +79,16 @@ async function once(mix, c) {
   // --no-memory: generation alone (no scorer), to tell the schedule's effect on the engine from the scorer's.
   const options = { ...m.options, rollout: { ...(m.options.rollout ?? {}), ...c.rollout }, ...(flag('--no-memory') ? { memory: { enabled: false } } : {}) };
   const t0 = performance.now();
+  const cpu0 = process.cpuUsage();
   const res = await runPipeline({ questions: m.questions(), generator: local, scorer: local, retriever, options });
   const wall = (performance.now() - t0) / 1000;
+  // CPU seconds of this process (every ORT thread): the work done, less at the mercy of other load than the wall time.
+  const cpu = process.cpuUsage(cpu0);
+  const cpuS = (cpu.user + cpu.system) / 1e6;
   const t = res.stats.times;
   return {
     mix, schedule: c.name, trajectories: res.records.length, rounds: res.stats.rounds, generatedTokens: res.stats.generatedTokens, wallS: wall,
-    trajPerS: res.records.length / wall, tokensPerS: res.stats.generatedTokens / wall,
+    trajPerS: res.records.length / wall, tokensPerS: res.stats.generatedTokens / wall, cpuS, trajPerCpuS: res.records.length / cpuS,
     occupancy: acc.decodeRows / acc.decodeSteps,
     decodeSteps: acc.decodeSteps, generateCalls: acc.calls,
     paddingRatio: acc.paddedPrefillTokens / acc.prefillTokens,
@@ -94,13 +100,13 @@ const rows = [];
 for (const mix of which === 'both' ? ['defaults', 'bundle'] : [which]) {
   for (let r = 0; r < reps; r++) {
     // Each rep starts with the next contestant: every one runs first once in as many reps as there are contestants.
-    const order = contestants.map((_, i) => contestants[(i + r) % contestants.length]);
+    const order = contestants.map((_, i) => contestants[(i + r + rotate) % contestants.length]);
     for (const c of order) {
       const row = await once(mix, c);
       rows.push(row);
       if (!flag('--json')) {
         console.log(`${mix.padEnd(8)} ${c.name.padEnd(14)} ${row.trajectories} traj ${row.rounds} rounds ${row.generatedTokens} tokens ${row.wallS.toFixed(1)} s ` +
-          `${row.trajPerS.toFixed(2)} traj/s ${row.tokensPerS.toFixed(0)} tok/s occupancy ${row.occupancy.toFixed(1)} seq/decode pass (${row.decodeSteps} passes, ${row.generateCalls} calls) ` +
+          `${row.trajPerS.toFixed(2)} traj/s ${row.tokensPerS.toFixed(0)} tok/s cpu ${row.cpuS.toFixed(1)} s (${row.trajPerCpuS.toFixed(2)} traj/cpu-s) occupancy ${row.occupancy.toFixed(1)} seq/decode pass (${row.decodeSteps} passes, ${row.generateCalls} calls) ` +
           `padding ${row.paddingRatio.toFixed(2)}x scorer ${row.scoreS.toFixed(1)} s in ${row.scorerCalls} calls, waited on ${row.scoreWaitS.toFixed(1)} s`);
       }
     }

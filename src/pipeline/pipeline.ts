@@ -42,7 +42,7 @@ export interface ProgressSink {
   onRound?(): void;
   onTrajectoryDone?(): void;
   onQuestionDone?(uid: string): void;
-  /** Called before and after a batch's scorer call. */
+  /** Called before and after a batch's scorer call (under the 'continuous' schedule: after, once all its groups are scored). */
   onScoring?(event: { batch: number; items: number; done: boolean }): void;
 }
 
