@@ -15,6 +15,10 @@ import { mixSeed } from '../../src/rng';
 import { resolveOptions } from '../../src/options';
 import { addPipelineOptions, pipelineOptionsFromFlags } from '../../src/cli/options';
 import { Command } from 'commander';
+import { connectCompletionsServers } from '../../src/engines/http/connect';
+import { streamSeed } from '../../src/engines/http/client';
+import { startVllmFake } from '../fakes/vllm-fake';
+import { fakeModel } from '../fakes/rollout-check';
 import type { BatchRecord, GenerateParams, GenerationOutput, GenerationRequest, Generator, RequestTag } from '../../src/contracts';
 import { CORPUS, FakeRetriever, FakeScorer, MODEL_DIR, Q1, Q2, answer, search, tokenizer } from './helpers';
 import { resolve } from 'node:path';
@@ -163,6 +167,20 @@ describe('continuous schedule (scripted model)', () => {
       options: { rollout: { groupSize: 2, questionsPerBatch: 1, schedule: 'continuous' } },
     })).rejects.toThrow('scorer: out of memory');
   });
+});
+
+test("over HTTP a request's own seed is sent as the seed of its stream 0, the others as stream i of the call's seed", async () => {
+  const tok = await tokenizer();
+  const server = await startVllmFake(fakeModel(tok), { servedModelNames: ['fake'], maxModelLen: 2048 });
+  try {
+    const backend = await connectCompletionsServers({ urls: [server.url], api: 'vllm', modelDir: MODEL_DIR });
+    const ids = tok.encode('In which country is Mamek?');
+    const req = (sample: number, seed?: number): GenerationRequest => ({ ids, maxNewTokens: 4, tag: { uid: 'q', sample, round: 1 }, ...(seed === undefined ? {} : { seed }) });
+    await backend.generate([req(0), req(1, 77)], { temperature: 1, topP: 1, topK: 0, seed: 5, stop: [] });
+    expect(server.requests.map((b) => b['seed']).sort()).toEqual([streamSeed(5, 0), streamSeed(77, 0)].sort());
+  } finally {
+    await server.close();
+  }
 });
 
 describe('continuous schedule (embedded model)', () => {
