@@ -241,7 +241,9 @@ function copyStats(stats: PipelineStats, t0: number): PipelineStats {
  * pipelineBatches(input))` yields each batch's records once the batch is scored, in the order
  * `runPipeline` returns them (`onBatch`, when given, is called first). A batch starts only when
  * the loop asks for it, so a loop that breaks or throws leaves nothing running: the batch after
- * it is never started. The generator's return value (what `next()` gives with `done: true`) is
+ * it is never started (under the 'continuous' schedule groups of later batches may be under way
+ * when a batch is yielded; they wait while the loop body runs, and a loop that stops waits for a
+ * scorer call already started). The generator's return value (what `next()` gives with `done: true`) is
  * the run's stats and options.
  */
 export async function* pipelineBatches(input: PipelineInput): AsyncGenerator<PipelineBatch, Omit<PipelineResult, 'records'>, undefined> {
