@@ -57,6 +57,7 @@ describe('mempo command', () => {
       '--resume', '--quiet', '--json', '--max-turns', '--max-response-tokens', '--max-round-tokens', '--temperature', '--topk',
       '--doc-max-chars', '--mem-span', '--answer-template', '--threshold', '--mem-context-last-observation', '--window-tool-results',
       '--search-short-text-chars', '--chat-template', '--webpage-short-text-chars', '--format-score', '--eps', '--no-norm-by-std', '--mem-grouping', '--alpha',
+      '--schedule', '--max-in-flight',
     ]) expect(out).toContain(flag);
   });
 
