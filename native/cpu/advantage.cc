@@ -120,9 +120,10 @@ struct RowWriter {
   }
 };
 
-// Rows of at least 256k values per thread (~45 µs of writes here): waking a sleeping pool worker
-// costs ~50 µs on a VM (bench/README.md "Per-call cost"), so smaller results stay on the caller.
-int64_t row_grain(int64_t cols) { return std::max<int64_t>(1, (int64_t{1} << 18) / std::max<int64_t>(cols, 1)); }
+// Rows of at least 512k values per thread (~90 µs of writes here): waking a sleeping pool worker
+// costs ~50 µs on a VM, and at B = 512, T = 1,024 (2^19 values) two threads measured 0.35 ms a
+// call against 0.15 ms on one (bench/README.md "Per-call cost"), so such results stay on the caller.
+int64_t row_grain(int64_t cols) { return std::max<int64_t>(1, (int64_t{1} << 19) / std::max<int64_t>(cols, 1)); }
 
 }  // namespace
 
