@@ -21,7 +21,8 @@ export function readGroupNorm(opts: Record<string, unknown>): { eps: number; nor
 /**
  * GRPO outcome advantage (docs/algorithm.md §5).
  * scores[B], groups[B] (uids), responseMask[B*T] → Float32Array[B*T] holding each trajectory's
- * group-normalised score on its response tokens (mask ≠ 0) and 0 elsewhere.
+ * group-normalised score on its response tokens (mask ≠ 0) and 0 elsewhere. Group ids given as an
+ * Int32Array in [0, B) are used as they are (no per-call uid mapping); the results are the same.
  */
 export function grpoOutcomeAdvantage(
   scores: Float32Array | Float64Array | number[],
