@@ -88,9 +88,13 @@ export function prepareRunDir(s: RunSettings, out: string, io: RunIO, questions:
   }
   if (s.resume && existsSync(runPath)) {
     const diffs = settingsDiff(readRunJson(runPath), JSON.parse(JSON.stringify(fp)));
-    if (diffs.length > 0) {
-      throw new MempoError('ERR_RESUME', `--resume: the options differ from the run in ${out} (see ${runPath}): ${diffText(diffs)}; pass the same options, or --force to start over`);
+    const differ = diffs.filter((d) => d.recorded !== undefined);
+    if (differ.length > 0) {
+      throw new MempoError('ERR_RESUME', `--resume: the options differ from the run in ${out} (see ${runPath}): ${diffText(differ)}; pass the same options, or --force to start over`);
     }
+    // A run.json of an older mempo lacks the options added since (rollout.schedule, tool.access, ...): said, not refused.
+    const unrecorded = diffs.filter((d) => d.recorded === undefined);
+    if (unrecorded.length > 0) log(io, s.quiet, `mempo ${s.kind}: ${runPath} does not record ${unrecorded.map((d) => d.path).join(', ')} (options its mempo did not have): not checked on --resume`);
   }
   const removed = clearRunDir(out, s.resume);
   // Exports (docs/export.md) describe a finished batch.jsonl: stale once this run starts writing it.

@@ -74,6 +74,24 @@ describe('mempo rollout --resume', () => {
     expect(readFileSync(file, 'utf8')).toBe(full);
   });
 
+  test("a run.json of an older mempo, without the options added since, resumes saying which it could not check; a recorded option that differs is still refused", async () => {
+    const { out, file } = copyWith('older-run-json', `${lines[0]}\n${lines[1]}\n`);
+    const runJson = join(out, 'run.json');
+    const recorded = JSON.parse(readFileSync(runJson, 'utf8')) as { settings: { options: { rollout: Record<string, unknown>; tool: Record<string, unknown> } } };
+    delete recorded.settings.options.rollout['schedule'];
+    delete recorded.settings.options.tool['access'];
+    writeFileSync(runJson, JSON.stringify(recorded));
+    const r = await runCli(['rollout', '--out', out, ...SMALL, '--resume']);
+    expect(r.code).toBe(0);
+    expect(r.err).toContain(`mempo rollout: ${runJson} does not record options.rollout.schedule, options.tool.access (options its mempo did not have): not checked on --resume`);
+    expect(readFileSync(file, 'utf8')).toBe(full);
+    recorded.settings.options.rollout['maxTurns'] = 3;
+    writeFileSync(runJson, JSON.stringify(recorded));
+    const refused = await resume(out);
+    expect(refused.code).toBe(1);
+    expect(refused.err).toContain('options.rollout.maxTurns: 3 → 2');
+  });
+
   test('an incomplete first group: redone, and the file comes back in question order, byte-identical', async () => {
     const { out, file } = copyWith('middle-group', `${lines[0]}\n${lines[2]}\n${lines[3]}\n`);
     const r = await resume(out, '--json');
