@@ -71,7 +71,7 @@ def http_learner(model, threads):
     return p, http.client.HTTPConnection(host, int(port), timeout=600)
 
 
-def post(conn, path, body, ctype):
+def post(conn, path, body, ctype="application/json"):
     conn.request("POST", path, body=body, headers={"Content-Type": ctype})
     r = conn.getresponse()
     data = r.read()

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from . import frame
-from .bench import ADAM, ROOT, batch
+from .bench import ADAM, ROOT, batch, post
 
 ADAM_STEP = dict(ADAM, max_grad_norm=1.0)
 
@@ -39,15 +39,6 @@ def start(model, procs, threads):
                          env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     host, port = json.loads(p.stdout.readline())["url"].rsplit("/", 1)[1].rsplit(":", 1)
     return p, http.client.HTTPConnection(host, int(port), timeout=600)
-
-
-def post(conn, path, body, ctype="application/json"):
-    conn.request("POST", path, body=body, headers={"Content-Type": ctype})
-    r = conn.getresponse()
-    data = r.read()
-    if r.status != 200:
-        raise RuntimeError(f"{path}: {r.status} {data[:300]!r}")
-    return frame.decode(data) if r.getheader("Content-Type") == frame.CONTENT_TYPE else json.loads(data)
 
 
 def step(conn, parts):

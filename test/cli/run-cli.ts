@@ -1,5 +1,6 @@
 /** The `mempo` command in-process, with stdout and stderr captured (shared by the CLI tests). */
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -30,4 +31,25 @@ export function questionsDir(prefix: string, questions: readonly object[] = TWO_
   const file = join(dir, 'q.jsonl');
   writeFileSync(file, questions.map((q) => JSON.stringify(q)).join('\n') + '\n');
   return { dir, questions: file };
+}
+
+/**
+ * Kills `child` with SIGKILL as soon as `file` exists (polled every 20 ms; `hooks.tick` runs on each
+ * poll, `hooks.beforeKill` just before the kill); rejects when the child exits before that.
+ */
+export function killOnceExists(child: ChildProcess, file: string, hooks: { tick?(): void; beforeKill?(): void } = {}): Promise<void> {
+  return new Promise<void>((res, rej) => {
+    const timer = setInterval(() => {
+      hooks.tick?.();
+      if (!existsSync(file)) return;
+      clearInterval(timer);
+      hooks.beforeKill?.();
+      child.kill('SIGKILL');
+      res();
+    }, 20);
+    child.on('exit', () => {
+      clearInterval(timer);
+      rej(new Error('the run ended before it could be killed'));
+    });
+  });
 }

@@ -10,7 +10,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { runCli } from './run-cli';
+import { killOnceExists, runCli } from './run-cli';
 import { describeWithTorch } from '../helpers';
 
 const CLI = resolve(__dirname, '../../dist/cli/main.js');
@@ -63,19 +63,7 @@ describeWithTorch('mempo train --async-level 1', () => {
   it('killed with SIGKILL after step 1 and resumed, it repeats the uninterrupted run (step 2 resampled with the starting weights)', async () => {
     const out = join(root, 'killed');
     const child = spawn(process.execPath, [CLI, 'train', '--out', out, ...TINY], { stdio: 'ignore' });
-    await new Promise<void>((res, rej) => {
-      const timer = setInterval(() => {
-        if (existsSync(join(out, 'checkpoints', 'step-1', 'trainer.json'))) {
-          clearInterval(timer);
-          child.kill('SIGKILL');
-          res();
-        }
-      }, 20);
-      child.on('exit', () => {
-        clearInterval(timer);
-        rej(new Error('the run ended before it could be killed'));
-      });
-    });
+    await killOnceExists(child, join(out, 'checkpoints', 'step-1', 'trainer.json'));
     await new Promise((r) => child.once('exit', r));
     expect(lines(out).at(-1)!.step).toBe(1);
     const r = await runCli(['train', '--out', out, ...TINY, '--resume']);

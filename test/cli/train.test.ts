@@ -10,7 +10,7 @@ import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { runCli } from './run-cli';
+import { killOnceExists, runCli } from './run-cli';
 import { describeWithTorch } from '../helpers';
 import { LocalModel } from '../../src/engines/local/local-model';
 import { CausalLM } from '../../src/engines/local/causal-lm';
@@ -60,19 +60,7 @@ describeWithTorch('mempo train', () => {
   it('killed with SIGKILL during step 3 and resumed, it repeats the uninterrupted run (metrics equal but for wall times)', async () => {
     const out = join(root, 'killed');
     const child = spawn(process.execPath, [CLI, 'train', '--out', out, '--steps', '3', ...TINY], { stdio: 'ignore' });
-    await new Promise<void>((res, rej) => {
-      const timer = setInterval(() => {
-        if (existsSync(join(out, 'checkpoints', 'step-2', 'trainer.json'))) {
-          clearInterval(timer);
-          child.kill('SIGKILL');
-          res();
-        }
-      }, 20);
-      child.on('exit', () => {
-        clearInterval(timer);
-        rej(new Error('the run ended before it could be killed'));
-      });
-    }).catch((e: Error) => { throw e; });
+    await killOnceExists(child, join(out, 'checkpoints', 'step-2', 'trainer.json'));
     await new Promise((r) => child.once('exit', r));
     expect(lines(out).at(-1)!.step).toBe(2);
     // the learner it spawned notices (it watches its parent) and exits

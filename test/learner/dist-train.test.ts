@@ -7,7 +7,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { runCli } from '../cli/run-cli';
+import { killOnceExists, runCli } from '../cli/run-cli';
 import { describeWithTorch } from '../helpers';
 import { spawnLearner } from '../../src/learner/spawn';
 import { EMBEDDED } from '../../src/paths';
@@ -36,23 +36,15 @@ describeWithTorch('mempo train --learner-procs 2', () => {
     const out = join(root, 'run');
     const child = spawn(process.execPath, [CLI, 'train', '--out', out, '--steps', '2', ...SHORT], { stdio: 'ignore' });
     let learner: number[] = [];
-    await new Promise<void>((res, rej) => {
-      const timer = setInterval(() => {
-        if (learner.length === 0) {
-          const [rank0] = pids(['-f', '--', `--parent-pid ${child.pid} --nproc 2$`]);
-          if (rank0 !== undefined) learner = [rank0];
-        }
-        if (existsSync(join(out, 'checkpoints', 'step-1', 'trainer.json'))) {
-          clearInterval(timer);
-          learner.push(...pids(['-P', String(learner[0])])); // rank 1 (and multiprocessing's helpers)
-          child.kill('SIGKILL');
-          res();
-        }
-      }, 20);
-      child.on('exit', () => {
-        clearInterval(timer);
-        rej(new Error('the run ended before it could be killed'));
-      });
+    await killOnceExists(child, join(out, 'checkpoints', 'step-1', 'trainer.json'), {
+      tick() {
+        if (learner.length > 0) return;
+        const [rank0] = pids(['-f', '--', `--parent-pid ${child.pid} --nproc 2$`]);
+        if (rank0 !== undefined) learner = [rank0];
+      },
+      beforeKill() {
+        learner.push(...pids(['-P', String(learner[0])])); // rank 1 (and multiprocessing's helpers)
+      },
     });
     await new Promise((r) => child.once('exit', r));
     expect(learner.length).toBeGreaterThanOrEqual(2); // rank 0 and rank 1 were seen
