@@ -45,16 +45,21 @@ def median_s(fn, reps):
     return statistics.median(out)
 
 
-def raw_step(lm, ids, lens):
+def padded(ids, lens):
+    """Packed rows → (tokens, positions, segments), right-padded; padding is its own segment."""
     S, T = len(lens), int(lens.max())
     tok = torch.zeros(S, T, dtype=torch.int64)
-    seg = torch.ones(S, T, dtype=torch.int64)  # padding: its own segment
+    seg = torch.ones(S, T, dtype=torch.int64)
     at = 0
     for r, n in enumerate(lens.tolist()):
         tok[r, :n] = torch.from_numpy(ids[at:at + n].astype(np.int64))
         seg[r, :n] = 0
         at += n
-    pos = torch.arange(T).unsqueeze(0).expand(S, T)
+    return tok, torch.arange(T).unsqueeze(0).expand(S, T), seg
+
+
+def raw_step(lm, ids, lens):
+    tok, pos, seg = padded(ids, lens)
     logits = lm.forward_train(tok, pos, seg)
     tgt = tok[:, 1:].masked_fill(seg[:, 1:] != 0, -100)
     F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), tgt.reshape(-1), ignore_index=-100,

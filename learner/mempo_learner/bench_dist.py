@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from . import frame
-from .bench import ADAM, ROOT, batch, post
+from .bench import ADAM, ROOT, batch, padded, post
 
 ADAM_STEP = dict(ADAM, max_grad_norm=1.0)
 
@@ -107,15 +107,7 @@ def _ddp_rank(rank, world, port, a, parts, out_path):
             return self.lm.forward_train(tok, pos, seg)
 
     ids, lens, _ = parts[rank % len(parts)]
-    S, T = len(lens), int(lens.max())
-    tok = torch.zeros(S, T, dtype=torch.int64)
-    seg = torch.ones(S, T, dtype=torch.int64)
-    at = 0
-    for r, n in enumerate(lens.tolist()):
-        tok[r, :n] = torch.from_numpy(ids[at:at + n].astype(np.int64))
-        seg[r, :n] = 0
-        at += n
-    pos = torch.arange(T).unsqueeze(0).expand(S, T)
+    tok, pos, seg = padded(ids, lens)
     plain, ddp = Train(lm), DDP(Train(lm))
     params = list(lm.parameters())
 

@@ -5,8 +5,6 @@
  * request does not depend on its batch-mates (the scripted one) the records are exactly those of
  * the 'batch' schedule, at any width; on the embedded model the same seed reproduces the run.
  */
-import { LocalModel } from '../../src/engines/local/local-model';
-import { CausalLM } from '../../src/engines/local/causal-lm';
 import { ScriptedGenerator } from '../../src/engines/scripted';
 import { Bm25Retriever } from '../../src/retrieval/bm25';
 import { readQuestions } from '../../src/io/questions';
@@ -20,7 +18,7 @@ import { streamSeed } from '../../src/engines/http/client';
 import { startVllmFake } from '../fakes/vllm-fake';
 import { fakeModel } from '../fakes/rollout-check';
 import type { BatchRecord, GenerateParams, GenerationOutput, GenerationRequest, Generator, RequestTag } from '../../src/contracts';
-import { CORPUS, FakeRetriever, FakeScorer, MODEL_DIR, Q1, Q2, answer, search, tokenizer } from './helpers';
+import { CORPUS, FakeRetriever, FakeScorer, MODEL_DIR, Q1, Q2, answer, search, tokenizer, useEmbeddedModel } from './helpers';
 import { resolve } from 'node:path';
 
 const DEV = resolve(__dirname, '..', '..', 'data', 'world', 'dev.jsonl');
@@ -184,23 +182,15 @@ test("over HTTP a request's own seed is sent as the seed of its stream 0, the ot
 });
 
 describe('continuous schedule (embedded model)', () => {
-  let model: CausalLM;
-  let local: LocalModel;
-  beforeAll(async () => {
-    model = await CausalLM.load(MODEL_DIR, { sessionOptions: { intraOpNumThreads: 1 } });
-    local = new LocalModel(model);
-  });
-  afterAll(async () => {
-    await model.dispose();
-  });
+  const local = useEmbeddedModel();
 
   test('a request with its own seed samples the same tokens and log-probs wherever it sits in the call', async () => {
     const tok = await tokenizer();
     const ids = tok.encode('<|im_start|>user\nIn which country is Mamek?<|im_end|>\n<|im_start|>assistant\n');
     const req = (seed: number, sample: number): GenerationRequest => ({ ids, maxNewTokens: 24, tag: { uid: 'q', sample, round: 1 }, seed });
     const params: GenerateParams = { temperature: 1, topP: 1, topK: 0, seed: 3, stop: [] };
-    const [alone] = await local.generate([req(7, 0)], params);
-    const among = await local.generate([req(9, 1), req(8, 2), req(7, 0)], params);
+    const [alone] = await local().generate([req(7, 0)], params);
+    const among = await local().generate([req(9, 1), req(8, 2), req(7, 0)], params);
     expect(among[2]).toEqual(alone);
     expect(among[0]).not.toEqual(alone);
   });
@@ -208,7 +198,7 @@ describe('continuous schedule (embedded model)', () => {
   test('the same seed reproduces a continuous run; every question once, in batch order', async () => {
     const questions = readQuestions(DEV).slice(0, 5);
     const input = () => ({
-      questions, generator: local, scorer: local, retriever: Bm25Retriever.fromJsonl(CORPUS),
+      questions, generator: local(), scorer: local(), retriever: Bm25Retriever.fromJsonl(CORPUS),
       options: { rollout: { groupSize: 3, questionsPerBatch: 2, maxGenerateBatch: 6, schedule: 'continuous' as const, seed: 5 } },
     });
     const a = await runPipeline(input());

@@ -5,6 +5,8 @@ import type { ScoringItem, TargetScorer } from '../../src/contracts';
 import type { Question } from '../../src/contracts';
 import type { RetrievedDoc, Retriever } from '../../src/contracts';
 import { Tokenizer } from '../../src/engines/local/tokenizer';
+import { CausalLM } from '../../src/engines/local/causal-lm';
+import { LocalModel } from '../../src/engines/local/local-model';
 
 export const MODEL_DIR = resolve(__dirname, '..', '..', 'models', 'mempo-tiny');
 export const CORPUS = resolve(__dirname, '..', '..', 'data', 'world', 'corpus.jsonl');
@@ -53,4 +55,18 @@ export function normalise(xs: number[], eps = 1e-6): number[] {
   const mean = n > 1 ? xs.reduce((a, x) => a + x, 0) / n : 0;
   const std = n > 1 ? Math.sqrt(xs.reduce((a, x) => a + (x - mean) ** 2, 0) / (n - 1)) : 1;
   return xs.map((x) => (x - mean) / (std + eps));
+}
+
+/** The embedded model on one ORT thread for the enclosing describe block: loaded before its tests, disposed after. */
+export function useEmbeddedModel(): () => LocalModel {
+  let model: CausalLM | undefined;
+  let local: LocalModel | undefined;
+  beforeAll(async () => {
+    model = await CausalLM.load(MODEL_DIR, { sessionOptions: { intraOpNumThreads: 1 } });
+    local = new LocalModel(model);
+  });
+  afterAll(async () => {
+    await model?.dispose();
+  });
+  return () => local!;
 }

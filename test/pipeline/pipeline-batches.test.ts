@@ -4,14 +4,12 @@
  * loop after `onBatch`; a loop that breaks or throws leaves no work running and no rejection
  * unhandled; errors reach the loop.
  */
-import { LocalModel } from '../../src/engines/local/local-model';
-import { CausalLM } from '../../src/engines/local/causal-lm';
 import { ScriptedGenerator } from '../../src/engines/scripted';
 import { Bm25Retriever } from '../../src/retrieval/bm25';
 import { readQuestions } from '../../src/io/questions';
 import { pipelineBatches, runPipeline, type PipelineBatch, type PipelineStats } from '../../src/pipeline/pipeline';
 import type { BatchRecord, GenerateParams, GenerationOutput, GenerationRequest, Generator } from '../../src/contracts';
-import { CORPUS, FakeRetriever, FakeScorer, MODEL_DIR, Q1, Q2, answer, search, tokenizer } from './helpers';
+import { CORPUS, FakeRetriever, FakeScorer, Q1, Q2, answer, search, tokenizer, useEmbeddedModel } from './helpers';
 import { resolve } from 'node:path';
 
 const DEV = resolve(__dirname, '..', '..', 'data', 'world', 'dev.jsonl');
@@ -21,20 +19,12 @@ const Q3 = { id: 'q3', question: 'Who founded Ostrel?', golds: ['Ada Venn'] };
 const counts = ({ times: _t, ...rest }: PipelineStats) => rest;
 
 describe('pipelineBatches (embedded model)', () => {
-  let model: CausalLM;
-  let local: LocalModel;
-  beforeAll(async () => {
-    model = await CausalLM.load(MODEL_DIR, { sessionOptions: { intraOpNumThreads: 1 } });
-    local = new LocalModel(model);
-  });
-  afterAll(async () => {
-    await model.dispose();
-  });
+  const local = useEmbeddedModel();
 
   test('yields the records runPipeline returns, batch by batch in the same order, each after onBatch', async () => {
     const input = {
       questions: readQuestions(DEV).slice(0, 3),
-      generator: local, scorer: local, retriever: Bm25Retriever.fromJsonl(CORPUS),
+      generator: local(), scorer: local(), retriever: Bm25Retriever.fromJsonl(CORPUS),
       options: { rollout: { groupSize: 3, questionsPerBatch: 2, seed: 5 } },
     };
     const whole = await runPipeline(input);
