@@ -66,6 +66,8 @@ export const rolloutSchema = z.object({
   context: z.enum(['full', 'memory']).default('full'),
   /** [decided] chat rendering of the prompt and memory contexts (docs/algorithm.md §1, §7): the model's own template (default) or mempo's plain ChatML. */
   chatTemplate: z.enum(['model', 'chatml']).default('model'),
+  /** The agent's system message (docs/algorithm.md §1); unset, mempo's own: SYSTEM_PROMPT, or ACCESS_SYSTEM_PROMPT with the page tool (tool.access). */
+  systemPrompt: z.string().min(1).max(65536).optional(),
   /** Questions per batch: the unit of records delivered to `onBatch` and, under the 'batch' schedule, of generation and scoring (one scorer call). */
   questionsPerBatch: posInt().default(8),
   /**

@@ -65,11 +65,11 @@ def main():
     a = ap.parse_args()
     extra = {}
     if a.ckpt:
-        ck = torch.load(a.ckpt, map_location="cpu")
-        c = Config(**ck["config"])
+        ck = torch.load(a.ckpt, map_location="cpu", weights_only=True)  # tensors and plain data only: a file is never code
+        c = Config(**json.loads(ck["config"]))  # train.py writes config and meta as JSON strings
         lm = TinyLM(c)
         lm.load_state_dict(ck["model"])
-        extra = ck.get("meta", {})
+        extra = json.loads(ck.get("meta", "{}"))
     else:
         torch.manual_seed(a.seed)
         lm = TinyLM(Config())

@@ -150,7 +150,8 @@ def log(msg, fh=None):
 def make_data(skip, worlds, per_world, pages=0):
     # with page questions (issue 32) the file has its own name, so --skip-data never reuses one without
     train = os.path.join(OUT, f"samples-train-w{worlds}.jsonl" if pages == 0 else f"samples-train-w{worlds}-p{pages}.jsonl")
-    dev = os.path.join(OUT, "samples-dev.jsonl")
+    # dev with pages: every dev page question too (and the page-tool prompt on every trajectory)
+    dev = os.path.join(OUT, "samples-dev.jsonl" if pages == 0 else "samples-dev-pages.jsonl")
     if skip and os.path.exists(train) and os.path.exists(dev):
         return train, dev
     os.makedirs(OUT, exist_ok=True)
@@ -162,7 +163,7 @@ def make_data(skip, worlds, per_world, pages=0):
                     *(["--pages", str(pages)] if pages > 0 else []),
                     "--samples-out", train], cwd=ROOT, check=True)
     subprocess.run(["node", "dist-tools/tools/world/cli.js", "samples", "--split", "dev", "--draws", "1", "--flaw-rate", "0",
-                    "--samples-out", dev], cwd=ROOT, check=True)
+                    *(["--pages", "100"] if pages > 0 else []), "--samples-out", dev], cwd=ROOT, check=True)
     return train, dev
 
 
@@ -331,6 +332,15 @@ def dev_check(lm, dev, n, fh):
             pred = lm.logits(h[m]).argmax(-1)
             ok += int(bool((pred == tgt[m]).all()))
         res[p] = round(ok / max(1, len(xs)), 3)
+    pg = [s for s in dev if s["p"] == "memory" and s.get("pg") and len(s["c"]) + len(s["o"]) <= 1024]
+    if pg:  # the page questions' rounds alone (issue 32): <access> with a copied URL, the fact into <mem>
+        rng.shuffle(pg)
+        ok = 0
+        for s in pg[:n]:
+            ids, pos, seg, tgt, _, _ = tensorize([[s]])
+            pred = lm.logits(lm_hidden(lm, ids, pos, seg)[tgt >= 0]).argmax(-1)
+            ok += int(bool((pred == tgt[tgt >= 0]).all()))
+        res["memory_page"] = round(ok / len(pg[:n]), 3)
     lm.train()
     log(f"dev per-round exact-match (greedy vs oracle): {json.dumps(res)}", fh)
     return res
@@ -378,7 +388,13 @@ def main():
     ap.add_argument("--run-dir", default=OUT,
                     help="where the log, checkpoint, metrics and loss curve go (samples stay in training/out)")
     ap.add_argument("--export-dir", default=MODEL_DIR, help="model directory the weights are exported to")
+    ap.add_argument("--resume", action="store_true",
+                    help="continue from RUN_DIR/checkpoint.pt (written every --checkpoint-every steps) when it is there; "
+                         "it must have been written with the same training flags")
+    ap.add_argument("--checkpoint-every", type=int, default=200)
     a = ap.parse_args()
+    if a.resume and a.steps <= 0:
+        raise SystemExit("--resume needs --steps N: the auto step count follows the machine's speed, so a resumed run would not be the same run")
     run_dir = a.run_dir
     mix = mix_shares(a.mix or ("probes" if a.init else "scratch"), a.rollout_share)
     if a.rollout_samples and not (a.init and a.distill > 0):
@@ -396,7 +412,23 @@ def main():
     torch.manual_seed(a.seed)
     rng = random.Random(a.seed)
     os.makedirs(run_dir, exist_ok=True)
-    fh = open(os.path.join(run_dir, "train.log"), "w")
+    ckpt_path = os.path.join(run_dir, "checkpoint.pt")
+    # what fixes the data and the optimisation: a checkpoint continues only the run that wrote it
+    fingerprint = {k: getattr(a, k) for k in ("steps", "tokens_per_step", "lr", "seed", "aux_weight", "worlds", "per_world",
+                                              "page_questions", "copy_warmup", "init", "mix", "distill", "rollout_samples",
+                                              "rollout_share", "rollout_teacher", "anchor_probes")}
+    ckpt = None
+    if a.resume and os.path.exists(ckpt_path):
+        # weights_only: the unpickler builds tensors and plain containers only, so a checkpoint
+        # cannot run code (README: nothing read from disk is executed)
+        # (torch 1.13's weights-only unpickler knows no floats: the plain data travels as one JSON string)
+        ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=True)
+        ckpt.update(json.loads(ckpt.pop("meta")))
+        if ckpt.get("fingerprint") != fingerprint:
+            diff = {k: (ckpt["fingerprint"].get(k), v) for k, v in fingerprint.items() if ckpt["fingerprint"].get(k) != v}
+            raise SystemExit(f"--resume: {ckpt_path} was written by another run (flag: (checkpoint, now)): {diff}; "
+                             "give another --run-dir, or remove that file to start over")
+    fh = open(os.path.join(run_dir, "train.log"), "a" if ckpt else "w")
     train_path, dev_path = make_data(a.skip_data, a.worlds, a.per_world, a.page_questions)
     samples = load(train_path)
     if a.rollout_samples:
@@ -465,6 +497,24 @@ def main():
     lm.train()
     step = 0
     lr = a.lr
+    done_s = 0.0  # training seconds of earlier sessions (resume)
+    if ckpt:
+        lm.load_state_dict(ckpt["model"])
+        opt.load_state_dict({"state": {int(k): v for k, v in ckpt["opt_state"].items()}, "param_groups": ckpt["param_groups"]})
+        step, ema, done_s = int(ckpt["step"]), ckpt["ema"], float(ckpt["train_s"])
+        curve = [(int(x), float(y)) for x, y in ckpt["curve"]]
+        log(f"resumed from {ckpt_path} at step {step}/{steps}", fh)
+        del ckpt
+
+    def save_checkpoint(next_step):
+        """The whole optimisation state, written to a temporary file and renamed over the last one."""
+        tmp = ckpt_path + ".tmp"
+        osd = opt.state_dict()
+        meta = {"fingerprint": fingerprint, "param_groups": osd["param_groups"], "step": next_step, "ema": ema,
+                "train_s": done_s + time.time() - t_train, "curve": curve}
+        torch.save({"model": lm.state_dict(), "opt_state": {str(k): v for k, v in osd["state"].items()},
+                    "meta": json.dumps(meta)}, tmp)
+        os.replace(tmp, ckpt_path)
     while step < steps:
         lr = lr_at(step, time.time() - t_train)
         for g in opt.param_groups:
@@ -482,15 +532,15 @@ def main():
         if step % 10 == 0 or step == steps - 1:
             log(f"step {step:4d}/{steps} loss {lv:.4f} ema {ema:.4f} objective {float(loss):.4f} lr {lr:.2e} "
                 f"tokens {ids.numel()} out-tokens {ntok} elapsed {el / 60:.1f}m", fh)
-        if step > 0 and step % 200 == 0:
-            torch.save({"config": cfg.to_dict(), "model": lm.state_dict()}, os.path.join(run_dir, "model.pt"))
+        if a.steps > 0 and (step + 1) % a.checkpoint_every == 0 and step + 1 < steps:
+            save_checkpoint(step + 1)
         if a.steps == 0 and el > budget_s:
             log(f"time budget reached at step {step}", fh)
             break
         step += 1
-    train_s = time.time() - t_train
+    train_s = done_s + time.time() - t_train
     final = sum(l for _, l in curve[-20:]) / len(curve[-20:])
-    torch.save({"config": cfg.to_dict(), "model": lm.state_dict()}, os.path.join(run_dir, "model.pt"))
+    torch.save({"config": json.dumps(cfg.to_dict()), "model": lm.state_dict()}, os.path.join(run_dir, "model.pt"))
     log(f"training done: {len(curve)} steps in {train_s / 60:.1f} min, final loss (mean of last 20) {final:.4f}", fh)
 
     # loss curve
@@ -535,7 +585,8 @@ def main():
     }
     with open(os.path.join(run_dir, "metrics.json"), "w") as f:
         json.dump({**meta, "curve": curve}, f)
-    torch.save({"config": cfg.to_dict(), "model": lm.state_dict(), "meta": meta}, os.path.join(run_dir, "model.pt"))
+    # plain data as JSON strings: training/export.py reads the file with torch.load(weights_only=True)
+    torch.save({"config": json.dumps(cfg.to_dict()), "model": lm.state_dict(), "meta": json.dumps(meta)}, os.path.join(run_dir, "model.pt"))
     if not a.no_export:
         from export import export
         export(lm, a.export_dir, {"mempo": meta})

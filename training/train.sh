@@ -41,19 +41,25 @@ check() {  # check DIR: the stage must pass its dev check (a `memory` round repr
     }' "$1/config.json" 0.3
 }
 # PAGE_QUESTIONS=N: N page questions per world in the samples (issue 32, training/README.md "Pages"), the
-# same N in every stage so that --skip-data finds stage 1's samples file; unset, the shipped model's samples
+# same N in every stage so that --skip-data finds stage 1's samples file; unset, the shipped model's samples.
+# With pages the repair's rollouts have the page tool too (its prompt is the one the samples were written with).
 pq=${PAGE_QUESTIONS:+--page-questions $PAGE_QUESTIONS}
+rollpages=${PAGE_QUESTIONS:+--corpus data/world/corpus-pages.jsonl --pages data/world/pages.jsonl --page-chunk-chars 1000}
+# STAGE1_STEPS: stage 1's length (default 7,000, the shipped model's). Every stage checkpoints each 200 steps
+# into its run directory and `--resume`s from there, so a killed `npm run train` continues where it stopped
+# when run again with the same settings (a stage's checkpoint written with other flags is refused, not overwritten).
+steps1=${STAGE1_STEPS:-7000}
 for stage in ${STAGES:-stage1 stage2 repair}; do
   echo "$(date -u +%FT%TZ) train.sh: $stage" >&2
   case "$stage" in
     stage1)
       fresh_dir $out/stage1
-      $py training/train.py --steps 7000 $pq --export-dir $out/stage1
+      $py training/train.py --steps $steps1 --resume $pq --export-dir $out/stage1
       check $out/stage1 ;;
     stage2)
       check $out/stage1
       fresh_dir $out/stage2
-      $py training/train.py --init $out/stage1 --steps 1000 --lr 3e-4 --copy-warmup 0 --skip-data \
+      $py training/train.py --init $out/stage1 --steps 1000 --resume --lr 3e-4 --copy-warmup 0 --skip-data \
         --mix probes-full --distill 5 --aux-weight 0 $pq --run-dir $out/run-stage2 --export-dir $out/stage2
       check $out/stage2 ;;
     repair)
@@ -63,7 +69,7 @@ for stage in ${STAGES:-stage1 stage2 repair}; do
       roll() {  # roll MODEL OFFSET NAME: 120 bundles, greedy, `memory` policy, mempo eval's budget
         rm -rf "$out/rollouts-$3"
         node dist/cli/main.js rollout --model "$1" --questions $out/repair-questions.jsonl --offset "$2" --limit 120 \
-          -n 1 --context memory --max-turns 16 --max-response-tokens 4096 --temperature 0 --threads 1 --quiet \
+          -n 1 --context memory --max-turns 16 --max-response-tokens 4096 --temperature 0 --threads 1 --quiet $rollpages \
           --out "$out/rollouts-$3" > /dev/null
         node dist-tools/tools/world/cli.js rollout-samples --batch "$out/rollouts-$3/batch.jsonl" \
           --samples-out "$out/rollouts-$3.jsonl"
@@ -75,7 +81,7 @@ for stage in ${STAGES:-stage1 stage2 repair}; do
       cat $out/rollouts-stage1.jsonl $out/rollouts-stage2.jsonl > $out/repair-samples.jsonl.tmp
       mv $out/repair-samples.jsonl.tmp $out/repair-samples.jsonl
       fresh_dir $out/repair
-      $py training/train.py --init $out/stage2 --steps 400 --lr 1e-4 --copy-warmup 0 --skip-data \
+      $py training/train.py --init $out/stage2 --steps 400 --resume --lr 1e-4 --copy-warmup 0 --skip-data \
         --mix repair --distill 5 --aux-weight 0 --anchor-probes --rollout-samples $out/repair-samples.jsonl \
         --rollout-teacher $out/stage1 --threads 1 $pq --run-dir $out/run-repair --export-dir $out/repair
       check $out/repair

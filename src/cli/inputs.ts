@@ -9,6 +9,7 @@ import { join, relative, sep } from 'node:path';
 import { MempoError } from '../errors';
 import { readModelConfig, readServerModelConfig } from '../engines/local/model-dir';
 import { chatRendererFor, renderPrompt } from '../protocol/chat';
+import { agentSystemPrompt } from '../pipeline/trajectory';
 import { Bm25Retriever } from '../retrieval/bm25';
 import { HttpRetriever } from '../retrieval/http-retriever';
 import { PageStore } from '../retrieval/pages';
@@ -109,7 +110,7 @@ export function dropOverlong(questions: readonly Question[], generator: Generato
   const renderer = chatRendererFor(generator.codec, options.rollout.chatTemplate);
   const kept: Question[] = [];
   const over: string[] = [];
-  const tokens = (question: string) => generator.codec.encode(renderPrompt(question, undefined, renderer)).length;
+  const tokens = (question: string) => generator.codec.encode(renderPrompt(question, agentSystemPrompt(options), renderer)).length;
   for (const q of questions) {
     // A huge question (30 MB took ~30 s to encode, once per sample in the rollout): a prefix of
     // it already twice over the context settles it (a cut changes only the tokens near the cut).

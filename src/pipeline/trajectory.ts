@@ -8,7 +8,7 @@ import {
   ACCESS_CLOSE, ACCESS_OPEN, ANSWER_CLOSE, ANSWER_OPEN, INFORMATION_CLOSE, INFORMATION_OPEN, MEM_CLOSE, MEM_OPEN, SEARCH_CLOSE, SEARCH_OPEN, THINK_CLOSE, THINK_OPEN,
 } from '../protocol/tags';
 import type { MemTagIds } from '../protocol/mem-tokens';
-import { chatRendererFor, renderPrompt } from '../protocol/chat';
+import { ACCESS_SYSTEM_PROMPT, SYSTEM_PROMPT, chatRendererFor, renderPrompt } from '../protocol/chat';
 import { AgentMemory } from '../protocol/agent-memory';
 import { resolveProtocolIds } from '../protocol/special-ids';
 import { MempoError } from '../errors';
@@ -67,8 +67,14 @@ export function protocolIds(codec: TextCodec): ProtocolIds {
   };
 }
 
+/** The agent's system message: the user's, else mempo's for the tools it has (docs/algorithm.md §1). */
+export function agentSystemPrompt(options: Pick<PipelineOptions, 'rollout' | 'tool'>): string {
+  return options.rollout.systemPrompt ?? (options.tool.access ? ACCESS_SYSTEM_PROMPT : SYSTEM_PROMPT);
+}
+
 export function newTrajectory(question: Question, sample: number, codec: TextCodec, options: PipelineOptions): RolloutTrajectory {
   const m = options.memory;
+  const systemPrompt = agentSystemPrompt(options);
   return {
     uid: question.id,
     sample,
@@ -76,13 +82,14 @@ export function newTrajectory(question: Question, sample: number, codec: TextCod
     state: 'generating',
     doneReason: null,
     error: null,
-    promptIds: codec.encode(renderPrompt(question.question, undefined, chatRendererFor(codec, options.rollout.chatTemplate))),
+    promptIds: codec.encode(renderPrompt(question.question, systemPrompt, chatRendererFor(codec, options.rollout.chatTemplate))),
     responseIds: [],
     responseMask: [],
     oldLogp: [],
     hasLogprobs: true,
     rounds: [],
     memory: new AgentMemory(question.question, {
+      systemPrompt,
       windowToolResults: m.windowToolResults,
       searchShortTextChars: m.searchShortTextChars,
       webpageShortTextChars: m.webpageShortTextChars,

@@ -13,6 +13,10 @@ import type { TextCodec } from '../contracts';
 export const SYSTEM_PROMPT =
   'Answer with search. Each turn: memory of facts found, thoughts, then a search or the answer.';
 
+/** System prompt of an agent that also has the page tool (`<access>URL</access>`, options.tool.access). */
+export const ACCESS_SYSTEM_PROMPT =
+  'Answer with search and pages. Each turn: memory of facts found, thoughts, then a search, a page access or the answer.';
+
 export type Role = 'system' | 'user' | 'assistant';
 export interface ChatMessage {
   role: Role;

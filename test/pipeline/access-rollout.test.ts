@@ -6,7 +6,7 @@
  * rebuilt here from text written out by hand, never from the code under test.
  */
 import type { Server } from 'node:http';
-import { renderChat, renderPrompt, SYSTEM_PROMPT, type ChatMessage } from '../../src/protocol/chat';
+import { renderChat, renderPrompt as renderPromptWith, type ChatMessage } from '../../src/protocol/chat';
 import { renderRound } from '../../src/protocol/round';
 import { runAgentLoop, type RolloutTrajectory } from '../../src/pipeline/rollout';
 import { buildSnapshots } from '../../src/pipeline/snapshots';
@@ -27,6 +27,9 @@ import type { Tokenizer } from '../../src/engines/local/tokenizer';
 import { REAL_NAMES, realTokenizer } from '../protocol/real-tokenizers';
 import { FakeScorer, Q1, answer, search, tokenizer } from './helpers';
 
+// The page-tool agent's system message, written out (docs/algorithm.md §1): with tool.access it replaces the search-only one.
+const ACCESS_PROMPT = 'Answer with search and pages. Each turn: memory of facts found, thoughts, then a search, a page access or the answer.';
+const renderPrompt = (question: string) => renderPromptWith(question, ACCESS_PROMPT);
 const URL_M = 'https://world.wiki/Mamek';
 const URL_X = 'https://world.wiki/Nowhere';
 // Three chunks of 60, 60 and 20 characters; the fact (Thersekle) is only in chunk 2, past its first 20 characters.
@@ -172,7 +175,7 @@ describe('the page tool in the agent loop', () => {
 
   test('memory policy: a chunk is whole in the round it arrives, then its short text, then nothing (window 1 and 2)', async () => {
     const tok = await tokenizer();
-    const head: ChatMessage[] = [{ role: 'system', content: SYSTEM_PROMPT }, { role: 'user', content: Q1.question }];
+    const head: ChatMessage[] = [{ role: 'system', content: ACCESS_PROMPT }, { role: 'user', content: Q1.question }];
     const short = (obs: string) => (obs === P1 ? `<information>Page 1 of 3 (${URL_M}): ${C1.slice(0, 20)}</information>`
       : obs === P2 ? P2_SHORT : obs === P3 ? `<information>Page 3 of 3 (${URL_M}): ${C3}</information>` : obs);
     for (const window of [1, 2]) {
@@ -253,6 +256,28 @@ describe('the page tool in the agent loop', () => {
     expect(trajectories[0]!.rounds[0]!.action).toBeNull();
     expect(trajectories[0]!.doneReason).toBe('no-action');
     expect(stats).toMatchObject({ accesses: 0, pagesOpened: 0 });
+  });
+
+  test("the system message: search-only without pages, the page tool's with them, the user's rollout.systemPrompt over both", async () => {
+    const tok = await tokenizer();
+    const SEARCH_PROMPT = 'Answer with search. Each turn: memory of facts found, thoughts, then a search or the answer.';
+    const mine = 'You are a careful agent. Keep notes.';
+    const cases: Array<[PipelineOptionsInput, string]> = [
+      [{ tool: { access: false } }, SEARCH_PROMPT],
+      [{}, ACCESS_PROMPT],
+      [{ rollout: { systemPrompt: mine } }, mine],
+      [{ tool: { access: false }, rollout: { systemPrompt: mine } }, mine],
+    ];
+    for (const [extra, want] of cases) {
+      const o = options({ ...extra, rollout: { context: 'memory', ...extra.rollout } });
+      const { trajectories } = await runAgentLoop({ questions: [Q1], generator: await generator(), retriever: localRetriever(), options: o });
+      const t = trajectories[0]!;
+      const head = `<|im_start|>system\n${want}<|im_end|>\n<|im_start|>user\n${Q1.question}<|im_end|>\n`;
+      expect(tok.decode(t.promptIds)).toBe(`${head}<|im_start|>assistant\n`);
+      // every memory-policy context (round 2 on: the window) starts with the same system message
+      for (const r of t.rounds.slice(1)) expect(tok.decode(r.contextIds!).startsWith(head)).toBe(true);
+    }
+    expect(() => resolveOptions({ rollout: { systemPrompt: '' } })).toThrow(/systemPrompt/);
   });
 });
 

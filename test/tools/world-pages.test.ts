@@ -23,9 +23,13 @@ import { runPipeline } from '../../src/pipeline/pipeline';
 import type { Question } from '../../src/contracts';
 import { DEFAULT_SEED, buildWorld, pageFiles } from '../../tools/world/world';
 import { anyRelation } from '../../tools/world/pages';
-import { trajectorySamples } from '../../tools/world/samples';
+import { loadTokenizer, trajectorySamples } from '../../tools/world/samples';
 import { writeSamples } from '../../tools/world/cli';
 import { FakeScorer, tokenizer } from '../pipeline/helpers';
+
+// The two system messages, written out: the page-tool agent's (tool.access, and every sample written with pages) and the search-only one.
+const ACCESS_PROMPT = 'Answer with search and pages. Each turn: memory of facts found, thoughts, then a search, a page access or the answer.';
+const SEARCH_PROMPT = 'Answer with search. Each turn: memory of facts found, thoughts, then a search or the answer.';
 
 const DATA = path.join(__dirname, '..', '..', 'data', 'world');
 const CHUNK = 1000;
@@ -239,7 +243,7 @@ describe('oracle page trajectories through the pipeline', () => {
           mem: parseRound(r.text, ACCESS_GRAMMAR).mem!, think: '', action: { kind: 'answer', answer: '' }, text: r.text,
           ...(r.observation !== undefined ? { observation: r.observation } : {}),
         })),
-      }).filter((x) => x.policy === 'memory');
+      }, ACCESS_PROMPT).filter((x) => x.policy === 'memory');
       rec.rounds.forEach((r, i) => {
         if (i > 0 && rec.rounds[i - 1]!.action === 'access') {
           samplesChecked++;
@@ -279,7 +283,7 @@ describe('training samples with pages (cli.ts samples --pages N)', () => {
   const MODEL = path.join(__dirname, '..', '..', 'models', 'mempo-tiny');
   const lines = (f: string) => fs.readFileSync(f, 'utf8').trimEnd().split('\n');
 
-  test('without --pages the samples are byte-identical to those written before pages existed; with it, page lines are added and marked', async () => {
+  test('without --pages the samples are byte-identical to those written before pages existed; with it, page lines are added and marked, and every context has the page-tool prompt', async () => {
     const log = jest.spyOn(console, 'log').mockImplementation(() => undefined);
     try {
       const plain = path.join(dir, 'plain.jsonl');
@@ -290,7 +294,16 @@ describe('training samples with pages (cli.ts samples --pages N)', () => {
       expect(createHash('sha256').update(fs.readFileSync(plain)).digest('hex')).toBe('cb16620df55d35876e7341b2d1eba49f40e43e27276d85dd3fa15ebc53dc93bc');
       const all = lines(withPages);
       const page = all.filter((l) => l.endsWith(',"pg":1}'));
-      expect(all.filter((l) => !l.endsWith(',"pg":1}'))).toEqual(lines(plain));
+      // the search questions' lines are the plain ones but for the system message: the agent that has pages is told so
+      const tok = await loadTokenizer(MODEL);
+      const decoded = (l: string, from: string, to: string) => {
+        const j = JSON.parse(l) as { c: number[] };
+        return JSON.stringify({ ...j, c: tok.decode(j.c).split(from).join(to) });
+      };
+      const searchLines = all.filter((l) => !l.endsWith(',"pg":1}'));
+      expect(searchLines.every((l) => tok.decode((JSON.parse(l) as { c: number[] }).c).includes(ACCESS_PROMPT))).toBe(true);
+      expect(searchLines.map((l) => decoded(l, ACCESS_PROMPT, SEARCH_PROMPT))).toEqual(lines(plain).map((l) => decoded(l, '', '')));
+      expect(page.every((l) => tok.decode((JSON.parse(l) as { c: number[] }).c).includes(ACCESS_PROMPT))).toBe(true);
       // 20 trajectories: a stream each, and every access round's successor as a memory sample
       expect(page.filter((l) => l.startsWith('{"p":"stream"'))).toHaveLength(20);
       expect(page.filter((l) => l.startsWith('{"p":"memory"')).length).toBeGreaterThan(20 * 3);

@@ -19,6 +19,7 @@
 import * as fs from 'fs';
 import * as path from 'path';
 import { SeededRandom } from '../../src/rng';
+import { ACCESS_SYSTEM_PROMPT, SYSTEM_PROMPT } from '../../src/protocol/chat';
 import { probeStats } from './probes';
 import { writeRolloutSamples } from './rollout-samples';
 import { cachedEncoder, loadTokenizer, trajectorySamples, trajectoryStream } from './samples';
@@ -73,6 +74,8 @@ export async function writeSamples(
   let flawed = 0;
   let trajs = 0;
   let pageTrajs = 0;
+  // with pages every trajectory is the page-tool agent's, whose prompt says so (the runtime's, tool.access)
+  const prompt = pagesPerWorld > 0 ? ACCESS_SYSTEM_PROMPT : SYSTEM_PROMPT;
   for (let k = 0; k < worlds; k++) {
    const w = k === 0 ? main : buildWorld(seed + AUX_SEED_STRIDE * k);
    let qs = w.questions[split];
@@ -104,7 +107,7 @@ export async function writeSamples(
       const q = byId.get(t.qid)!;
       // page samples are marked (`pg`), so a mix can tell them apart; the others' lines are as before
       const mark = q.kind === 'page' ? ',"pg":1}' : '}';
-      for (const s of trajectorySamples(t as OracleTrajectory)) {
+      for (const s of trajectorySamples(t as OracleTrajectory, prompt)) {
         if (s.policy === 'full' && !withFull) continue;
         const c = enc.encode(s.context);
         const o = enc.encode(s.output);
@@ -122,7 +125,7 @@ export async function writeSamples(
         lines.push(JSON.stringify({ p: s.policy, h: q.hops, k: q.objectives, r: s.round, f: t.flaw ? 1 : 0, c, o }).slice(0, -1) + mark);
       }
       // whole full-policy trajectory (loss on generated tokens only)
-      const st = trajectoryStream(t as OracleTrajectory);
+      const st = trajectoryStream(t as OracleTrajectory, prompt);
       const c = enc.encode(st.context);
       const o: number[] = [];
       const m: number[] = [];

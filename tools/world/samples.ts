@@ -8,7 +8,7 @@ import * as path from 'path';
 import { ANSWER_CLOSE, ANSWER_OPEN, MEM_CLOSE, MEM_OPEN, SPECIAL_TOKENS, SpecialToken } from '../../src/protocol/tags';
 import { SPECIAL_TOKEN_IDS } from '../../src/protocol/embedded-ids';
 import { splitAnswers } from '../../src/protocol/answer';
-import { renderMemoryContext, renderPrompt } from '../../src/protocol/chat';
+import { SYSTEM_PROMPT, renderMemoryContext, renderPrompt } from '../../src/protocol/chat';
 import { observationSegment, renderFullContext } from '../../src/protocol/stream';
 import type { OracleTrajectory } from './oracle';
 
@@ -33,13 +33,13 @@ export interface StreamSample {
   pieces: { text: string; generated: boolean }[];
 }
 
-export function trajectoryStream(t: OracleTrajectory): StreamSample {
+export function trajectoryStream(t: OracleTrajectory, systemPrompt: string = SYSTEM_PROMPT): StreamSample {
   const pieces: { text: string; generated: boolean }[] = [];
   for (const r of t.rounds) {
     pieces.push({ text: r.text, generated: true });
     if (r.observation !== undefined) pieces.push({ text: observationSegment(r.observation), generated: false });
   }
-  return { qid: t.qid, context: renderPrompt(t.question), pieces };
+  return { qid: t.qid, context: renderPrompt(t.question, systemPrompt), pieces };
 }
 
 export interface TextSample {
@@ -56,8 +56,8 @@ export function holdsGold(text: string, gold: string): boolean {
   return parts.length > 0 && parts.every((p) => text.includes(p));
 }
 
-/** All samples of one trajectory. */
-export function trajectorySamples(t: OracleTrajectory): TextSample[] {
+/** All samples of one trajectory, under the agent's system prompt (ACCESS_SYSTEM_PROMPT where it has pages). */
+export function trajectorySamples(t: OracleTrajectory, systemPrompt: string = SYSTEM_PROMPT): TextSample[] {
   const out: TextSample[] = [];
   const texts = t.rounds.map((r) => r.text);
   const obs = t.rounds.map((r) => r.observation).filter((o): o is string => o !== undefined);
@@ -66,15 +66,15 @@ export function trajectorySamples(t: OracleTrajectory): TextSample[] {
   t.rounds.forEach((r, i) => {
     const prev = t.rounds[i - 1];
     const memCtx = i === 0 || !prev
-      ? renderPrompt(t.question)
-      : renderMemoryContext(t.question, prev.text, prev.observation ?? '');
+      ? renderPrompt(t.question, systemPrompt)
+      : renderMemoryContext(t.question, prev.text, prev.observation ?? '', systemPrompt);
     out.push({ policy: 'memory', qid: t.qid, round: i + 1, context: memCtx, output: r.text });
     if (i === 0) return;
-    const fullCtx = renderFullContext(t.question, texts.slice(0, i), obs.slice(0, i));
+    const fullCtx = renderFullContext(t.question, texts.slice(0, i), obs.slice(0, i), systemPrompt);
     out.push({ policy: 'full', qid: t.qid, round: i + 1, context: fullCtx, output: r.text });
     // the two probes of the memory reward at this round's snapshot (docs/algorithm.md §2, §4)
     out.push({ policy: holdsGold(fullCtx, gold) ? 'score_full' : 'score_absent', qid: t.qid, round: i + 1, context: fullCtx + ANSWER_OPEN, output: target });
-    const probe = renderPrompt(t.question) + MEM_OPEN + r.mem + MEM_CLOSE;
+    const probe = renderPrompt(t.question, systemPrompt) + MEM_OPEN + r.mem + MEM_CLOSE;
     out.push({ policy: holdsGold(r.mem, gold) ? 'score' : 'score_absent', qid: t.qid, round: i + 1, context: probe + ANSWER_OPEN, output: target });
   });
   return out;
