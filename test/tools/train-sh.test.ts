@@ -83,5 +83,22 @@ test('PAGE_QUESTIONS reaches train.py as --page-questions in every stage; unset,
   for (const args of withPages) expect(args).toMatch(/^training\/train\.py .* --page-questions 300 /);
   const plain = run(undefined);
   expect(plain).toEqual(withPages.map((a) => a.replace(' --page-questions 300', '')));
-  expect(plain[0]).toBe('training/train.py --steps 7000 --export-dir training/out/stage1');
+  expect(plain[0]).toBe('training/train.py --steps 7000 --resume --export-dir training/out/stage1');
+  // STAGE1_STEPS sets stage 1's length; every stage resumes from its own checkpoint when one is there
+  expect(withPages.every((a) => a.includes(' --resume '))).toBe(true);
+}, 30_000);
+
+test('STAGE1_STEPS sets stage 1 alone', () => {
+  const dir = scratch({});
+  mkdirSync(join(dir, 'bin'));
+  const log = join(dir, 'args.log');
+  writeFileSync(join(dir, 'bin', 'python3'), ['#!/bin/sh', '[ "$1" = "-c" ] && exit 0', `echo "$*" >> ${JSON.stringify(log)}`,
+    'while [ $# -gt 0 ]; do [ "$1" = "--export-dir" ] && mkdir -p "$2" && echo \'{"mempo":{"dev_round_exact_match":{"memory":0.5}}}\' > "$2/config.json"; shift; done', ''].join('\n'), { mode: 0o755 });
+  const r = spawnSync('bash', [join(dir, 'training', 'train.sh')], {
+    env: { ...process.env, STAGES: 'stage1 stage2', STAGE1_STEPS: '9000', PATH: `${join(dir, 'bin')}:${process.env.PATH ?? ''}` }, encoding: 'utf8',
+  });
+  expect(r.status).toBe(0);
+  const args = readFileSync(log, 'utf8').trimEnd().split('\n');
+  expect(args[0]).toMatch(/^training\/train\.py --steps 9000 --resume /);
+  expect(args[1]).toMatch(/ --steps 1000 --resume /);
 }, 30_000);
