@@ -147,14 +147,14 @@ def log(msg, fh=None):
         fh.flush()
 
 
-def make_data(skip, worlds, per_world, pages=0):
+def make_data(skip, worlds, per_world, pages=0, out=OUT):
     # with page questions (issue 32) the file has its own name, so --skip-data never reuses one without
-    train = os.path.join(OUT, f"samples-train-w{worlds}.jsonl" if pages == 0 else f"samples-train-w{worlds}-p{pages}.jsonl")
+    train = os.path.join(out, f"samples-train-w{worlds}.jsonl" if pages == 0 else f"samples-train-w{worlds}-p{pages}.jsonl")
     # dev with pages: every dev page question too (and the page-tool prompt on every trajectory)
-    dev = os.path.join(OUT, "samples-dev.jsonl" if pages == 0 else "samples-dev-pages.jsonl")
+    dev = os.path.join(out, "samples-dev.jsonl" if pages == 0 else "samples-dev-pages.jsonl")
     if skip and os.path.exists(train) and os.path.exists(dev):
         return train, dev
-    os.makedirs(OUT, exist_ok=True)
+    os.makedirs(out, exist_ok=True)
     if not os.path.exists(os.path.join(ROOT, "dist-tools", "tools", "world", "cli.js")):
         subprocess.run(["npx", "tsc", "-p", "tsconfig.tools.json"], cwd=ROOT, check=True)
     # the shipped world's train split (+ auxiliary worlds from other seeds with --worlds > 1)
@@ -385,6 +385,7 @@ def main():
     ap.add_argument("--anchor-probes", action="store_true",
                     help="with --distill: the probes (score kinds) learn KL to the --init weights instead of the "
                          "gold, so that a repair keeps the --init model's memory reward")
+    ap.add_argument("--samples-dir", default=OUT, help="where the samples files are written (and found with --skip-data)")
     ap.add_argument("--run-dir", default=OUT,
                     help="where the log, checkpoint, metrics and loss curve go (samples stay in training/out)")
     ap.add_argument("--export-dir", default=MODEL_DIR, help="model directory the weights are exported to")
@@ -429,7 +430,7 @@ def main():
             raise SystemExit(f"--resume: {ckpt_path} was written by another run (flag: (checkpoint, now)): {diff}; "
                              "give another --run-dir, or remove that file to start over")
     fh = open(os.path.join(run_dir, "train.log"), "a" if ckpt else "w")
-    train_path, dev_path = make_data(a.skip_data, a.worlds, a.per_world, a.page_questions)
+    train_path, dev_path = make_data(a.skip_data, a.worlds, a.per_world, a.page_questions, a.samples_dir)
     samples = load(train_path)
     if a.rollout_samples:
         samples += load(a.rollout_samples)
