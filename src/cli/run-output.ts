@@ -2,7 +2,7 @@
 import { isAbsolute, join, relative, resolve } from 'node:path';
 import type { BatchRecord } from '../pipeline/batch';
 import { writeFileAtomic } from '../io/run-dir';
-import { formatEvalReport } from '../pipeline/summary';
+import { formatEvalReport, type RunSummary } from '../pipeline/summary';
 import { renderReport } from '../io/report';
 import { MempoError } from '../errors';
 import type { Retriever } from '../contracts';
@@ -43,7 +43,7 @@ export function printOutcome(s: RunSettings, io: RunIO, o: RunOutcome, out: stri
       `${summary.trajectories} trajectories (${summary.questions} questions): mean score ${summary.meanScore?.toFixed(3) ?? '–'}, ` +
         `format-valid ${summary.formatValidRate === null ? '–' : (100 * summary.formatValidRate).toFixed(1) + '%'}, ` +
         `memory reward ${summary.memoryReward.mean?.toFixed(4) ?? '–'} ± ${summary.memoryReward.std?.toFixed(4) ?? '–'} (n=${summary.memoryReward.count}), ` +
-        `${summary.tokensGenerated} tokens generated, ${(o.wallMs / 1000).toFixed(1)} s${out ? ` → ${out}` : ''}\n`,
+        `${summary.tokensGenerated} tokens generated, ${accessLine(summary)}${(o.wallMs / 1000).toFixed(1)} s${out ? ` → ${out}` : ''}\n`,
     );
   }
   if (server !== null && server.endpoints.some((e) => e.failures > 0)) {
@@ -51,6 +51,14 @@ export function printOutcome(s: RunSettings, io: RunIO, o: RunOutcome, out: stri
     const where = server.endpoints.filter((e) => e.failures > 0).map((e) => `${e.url}: ${e.failures} failed${e.cooldowns ? `, out of rotation ${e.cooldowns}×` : ''} (last: ${e.lastError})`);
     io.stderr.write(`warning: ${server.endpoints.reduce((a, e) => a + e.failures, 0)} of ${server.requests} server requests failed and were retried (${server.retries} retries); ${where.join('; ')}\n`);
   }
+}
+
+/** With the page tool: "N access rounds (P pages opened), page questions EM x%, " (empty without it). */
+export function accessLine(summary: RunSummary): string {
+  const a = summary.access;
+  if (a === undefined) return '';
+  const em = a.pageQuestions === undefined ? '' : `, page questions EM ${(100 * a.pageQuestions.em).toFixed(1)}% (n=${a.pageQuestions.questions})`;
+  return `${a.rounds} access rounds (${a.pagesOpened} pages opened)${em}, `;
 }
 
 /**

@@ -119,9 +119,12 @@ async function runIn(s: RunSettings, io: RunIO, out: string | null, questions: Q
   if (s.resume && batchPath !== null) sortBatchFile(batchPath, questions.map((q) => q.id));
   const all = inQuestionOrder(questions, [...kept.previous, ...result.records]);
   const wallMs = performance.now() - t0;
-  const summary = summarize(all, { stats: result.stats, newTrajectories: result.records.length, extraWallMs: { ...timings, run: wallMs } });
+  // Kinds and page facts come from the questions; the page tool's figures show when the run had it.
+  const codec = engine.engine.codec;
+  const context = { questions, access: s.options.tool.access, decode: (ids: number[]) => codec.decode(ids) };
+  const summary = summarize(all, { stats: result.stats, newTrajectories: result.records.length, extraWallMs: { ...timings, run: wallMs } }, context);
   const serverStats = engine.server?.stats() ?? null;
-  const ev = s.kind === 'eval' ? evalReport(all) : null;
+  const ev = s.kind === 'eval' ? evalReport(all, context) : null;
   const outcome: RunOutcome = { summary, eval: ev, records: all, wallMs, server: serverStats };
   if (out !== null) writeOutputs(s, out, outcome, engine, retriever);
   if (out !== null && (s.export ?? []).length > 0) {

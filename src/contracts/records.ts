@@ -9,6 +9,12 @@ export interface Question {
   hops?: number;
   objectives?: number;
   kind?: string;
+  /** A page question: the 0-based hop of `chains[0]` whose fact is stated on its subject's page only. */
+  pageHop?: number;
+  /** A page question: the 1-based chunk of that page which states the fact. */
+  pageChunk?: number;
+  /** The question's chains of hops (the embedded world's records name each hop's subject and object). */
+  chains?: Array<Array<{ subject: string; relation: string; object: string }>>;
 }
 
 export type TrajectoryState = 'generating' | 'tool-calling' | 'done' | 'error';

@@ -1,4 +1,4 @@
-/** Question input (JSONL: `{ id, question, golds }`, optional `hops`, `objectives`). */
+/** Question input (JSONL: `{ id, question, golds }`, optional `hops`, `objectives`, `kind`, and a page question's `pageHop`, `pageChunk`, `chains`). */
 import { z } from 'zod';
 import { MempoError } from '../errors';
 import { readJsonlLines } from './jsonl';
@@ -13,6 +13,18 @@ export const questionSchema = z.object({
   hops: z.number().int().positive().optional(),
   objectives: z.number().int().positive().optional(),
   kind: z.string().optional(),
+  /** A page question (the embedded world's `*-pages.jsonl`): the 0-based hop of `chains[0]` whose fact is on a page only ... */
+  pageHop: z.number().int().nonnegative().optional(),
+  /** ... and the 1-based chunk of that page which states it (the eval's gold-in-mem figure, docs/rollout.md). */
+  pageChunk: z.number().int().positive().optional(),
+  chains: z.array(z.array(z.object({ subject: z.string().min(1), relation: z.string(), object: z.string().min(1) }))).optional(),
+}).superRefine((q, ctx) => {
+  if (q.pageHop === undefined && q.pageChunk === undefined) return;
+  if (q.pageHop === undefined || q.pageChunk === undefined) {
+    ctx.addIssue({ code: 'custom', path: [q.pageHop === undefined ? 'pageHop' : 'pageChunk'], message: 'a page question gives both pageHop and pageChunk' });
+  } else if (q.chains?.[0]?.[q.pageHop] === undefined) {
+    ctx.addIssue({ code: 'custom', path: ['pageHop'], message: `chains[0] has no hop ${q.pageHop} (it has ${q.chains?.[0]?.length ?? 0})` });
+  }
 });
 
 export type QuestionInput = z.input<typeof questionSchema>;

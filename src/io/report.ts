@@ -144,6 +144,13 @@ export function renderReport(records: readonly BatchRecord[], options: ReportOpt
     ['memory reward mean ± std', `${fmt(s.memoryReward.mean, 4)} ± ${s.memoryReward.std === null ? '–' : s.memoryReward.std.toFixed(4)} (n=${s.memoryReward.count})`],
     ['mean turns', s.meanTurns === null ? '–' : s.meanTurns.toFixed(2)],
     ['tokens generated', String(s.tokensGenerated)],
+    // Runs with the page tool only: nothing changes for the others.
+    ...(s.access === undefined ? [] : [
+      ['access rounds / pages opened / chunks shown', `${s.access.rounds} / ${s.access.pagesOpened} / ${s.access.chunksShown}`],
+      ...(s.access.pageQuestions === undefined ? [] : [
+        ['page questions EM', `${(100 * s.access.pageQuestions.em).toFixed(1)}% (${s.access.pageQuestions.questions} questions)`],
+      ]),
+    ] as Array<[string, string]>),
   ] : [];
   let body = '';
   let shown = 0;
