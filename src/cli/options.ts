@@ -42,6 +42,12 @@ export function orNull(v: unknown): unknown {
   return v === NONE ? null : v;
 }
 
+/** A text flag that must say something (`--system-prompt ''` is a mistake, not a choice). */
+export function nonEmptyText(v: string): string {
+  if (v.trim().length === 0) throw new InvalidArgumentError('Expected a non-empty text.');
+  return v;
+}
+
 export interface CommandDefaults {
   groupSize?: number;
   maxTurns?: number;
@@ -67,6 +73,7 @@ export function addPipelineOptions(cmd: Command, defaults: CommandDefaults = {})
   add('--max-response-tokens <n>', 'response token budget (generated + observation tokens)', int(1), defaults.maxResponseTokens ?? r.maxResponseTokens);
   add('--max-round-tokens <n>', 'most new tokens in one round', int(1), r.maxRoundTokens);
   add('--context <policy>', "context policy: 'full' (prompt + everything so far) or 'memory' (prepare_prompt window)", undefined, r.context, ['full', 'memory']);
+  add('--system-prompt <text>', "the agent's system message (default: mempo's own, which names the page tool when the agent has it; recorded in run.json, a --resume must give the same)", nonEmptyText);
   add('--chat-template <which>', "[decided] chat rendering: 'model' (the tokenizer's own template; ChatML when it has none) or 'chatml' (mempo's plain ChatML)", undefined, r.chatTemplate, ['model', 'chatml']);
   add('--questions-per-batch <n>', 'questions rolled out and scored together (one scorer call per batch)', int(1), r.questionsPerBatch);
   add('--max-generate-batch <n>', 'most sequences per forward pass', int(1), r.maxGenerateBatch);
@@ -117,7 +124,7 @@ export function pipelineOptionsFromFlags(o: Record<string, unknown>, memoryRewar
   return resolveOptions({
     rollout: {
       groupSize: o['groupSize'], maxTurns: o['maxTurns'], maxResponseTokens: o['maxResponseTokens'], maxRoundTokens: o['maxRoundTokens'],
-      context: o['context'], chatTemplate: o['chatTemplate'], questionsPerBatch: o['questionsPerBatch'], maxGenerateBatch: o['maxGenerateBatch'], schedule: o['schedule'], maxInFlight: o['maxInFlight'] ?? null, seed: o['seed'],
+      context: o['context'], chatTemplate: o['chatTemplate'], systemPrompt: o['systemPrompt'], questionsPerBatch: o['questionsPerBatch'], maxGenerateBatch: o['maxGenerateBatch'], schedule: o['schedule'], maxInFlight: o['maxInFlight'] ?? null, seed: o['seed'],
       sampling: { temperature: o['temperature'], topP: o['topP'], topK: o['topK'] },
     },
     tool: {

@@ -11,6 +11,7 @@ import { MempoError } from '../errors';
 import { clearRunDir, diffText, loadForResume, settingsDiff, writeFileAtomic } from '../io/run-dir';
 import { describeHolder, lockRunDir } from '../io/run-lock';
 import { EXPORT_FILES } from '../io/export';
+import { agentSystemPrompt } from '../pipeline/trajectory';
 import type { BatchRecord, Question } from '../contracts';
 import type { RunIO, RunSettings } from './run';
 
@@ -26,6 +27,8 @@ export function fingerprint(s: RunSettings): Record<string, unknown> {
     retriever: s.retriever ?? (s.corpus === null ? null : resolve(s.corpus)),
     ...(s.pages ? { pages: resolve(s.pages) } : {}),
     ...(s.server ? { server: { api: s.server.api, model: s.server.model } } : {}),
+    // The system message the agent gets, given or mempo's own: a run.json without it (older mempo) is not checked.
+    systemPrompt: agentSystemPrompt(s.options),
     options: s.options,
   };
 }
