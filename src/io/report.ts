@@ -148,7 +148,7 @@ export function renderReport(records: readonly BatchRecord[], options: ReportOpt
     ...(s.access === undefined ? [] : [
       ['access rounds / pages opened / chunks shown', `${s.access.rounds} / ${s.access.pagesOpened} / ${s.access.chunksShown}`],
       ...(s.access.pageQuestions === undefined ? [] : [
-        ['page questions EM', `${(100 * s.access.pageQuestions.em).toFixed(1)}% (${s.access.pageQuestions.questions} questions)`],
+        ['page questions EM', `${(100 * s.access.pageQuestions.em).toFixed(1)}% (${s.access.pageQuestions.questions} question${s.access.pageQuestions.questions === 1 ? '' : 's'})`],
       ]),
     ] as Array<[string, string]>),
   ] : [];
