@@ -33,6 +33,11 @@ run('npm package (pack, install without a compiler, load the prebuild)', () => {
     expect(files).toContain('learner/mempo_learner/__main__.py'); // the torch learner `mempo train` spawns
     expect(files.some((f) => f.startsWith('test/') || f.startsWith('src/'))).toBe(false);
     for (const f of ['LICENSE', 'CHANGELOG.md', 'README.md', 'scripts/install.js']) expect(files).toContain(f);
+    // The embedded world: search questions and corpus, and the page tool's pages, URL corpus and page questions (issue 32).
+    expect(files.filter((f) => f.startsWith('data/')).sort()).toEqual([
+      'corpus-pages.jsonl', 'corpus.jsonl', 'dev-pages.jsonl', 'dev.jsonl', 'meta-pages.json', 'meta.json', 'pages.jsonl',
+      'test-pages.jsonl', 'test.jsonl', 'train-pages.jsonl', 'train.jsonl',
+    ].map((f) => `data/world/${f}`));
     // Every docs/*.md that --help or an error message of the shipped code cites is in the package.
     const cited = new Set<string>();
     for (const f of files.filter((x) => x.startsWith('dist/') && x.endsWith('.js'))) {
