@@ -100,6 +100,11 @@ export const toolSchema = z.object({
   pageMaxChars: posInt().default(250_000),
   pageChunkChars: posInt().default(25_000),
   pageMaxChunks: posInt().default(10),
+  /**
+   * [decided] docs/algorithm.md §1: 'cursor' (default) shows a page's next chunk at each access of its URL;
+   * 'queue' is ASearcher's: one access queues all its chunks and each following round reads one (a reading round).
+   */
+  pageReading: z.enum(['cursor', 'queue']).default('cursor'),
   /** HTTP retriever: per-request timeout, retries and first backoff. */
   timeoutMs: posInt().default(DEFAULTS.retriever.timeoutMs),
   retries: nonNegInt().default(DEFAULTS.retriever.retries),

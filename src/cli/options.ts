@@ -88,8 +88,9 @@ export function addPipelineOptions(cmd: Command, defaults: CommandDefaults = {})
   add('--doc-max-chars <n>', "each document cut to this many characters ('none' keeps all)", intOrNone, D.tool.docMaxChars);
   add('--observation-format <f>', "[decided] observation text: 'mempo' (compact, what the embedded model reads) or 'asearcher' (ASearcher's [Doc k](url) and >>>> Page k >>>> blocks)", undefined, D.tool.observationFormat, ['mempo', 'asearcher']);
   add('--page-max-chars <n>', 'page tool (<access>, with --pages or a retrieval server with pages): a page is cut to this many characters', int(1), D.tool.pageMaxChars);
-  add('--page-chunk-chars <n>', 'page tool: characters per chunk; each access of a URL shows its next chunk', int(1), D.tool.pageChunkChars);
+  add('--page-chunk-chars <n>', 'page tool: characters per chunk', int(1), D.tool.pageChunkChars);
   add('--page-max-chunks <n>', 'page tool: most chunks read of a page', int(1), D.tool.pageMaxChunks);
+  add('--page-reading <how>', "[decided] page tool: 'cursor' (each access of a URL shows its next chunk) or 'queue' (ASearcher's: an access queues every chunk, each following round reads one and stops at </think>)", undefined, D.tool.pageReading, ['cursor', 'queue']);
   add('--retriever-timeout <ms>', 'HTTP retriever: per-request timeout', int(1), D.tool.timeoutMs);
   add('--retriever-retries <n>', 'HTTP retriever: retries after the first attempt', int(0), D.tool.retries);
   add('--retriever-backoff <ms>', 'HTTP retriever: first backoff, doubled per retry', int(0), D.tool.backoffMs);
@@ -129,7 +130,7 @@ export function pipelineOptionsFromFlags(o: Record<string, unknown>, memoryRewar
     },
     tool: {
       topk: o['topk'], docMaxChars: orNull(o['docMaxChars']), observationFormat: o['observationFormat'],
-      pageMaxChars: o['pageMaxChars'], pageChunkChars: o['pageChunkChars'], pageMaxChunks: o['pageMaxChunks'],
+      pageMaxChars: o['pageMaxChars'], pageChunkChars: o['pageChunkChars'], pageMaxChunks: o['pageMaxChunks'], pageReading: o['pageReading'],
       timeoutMs: o['retrieverTimeout'], retries: o['retrieverRetries'], backoffMs: o['retrieverBackoff'],
     },
     memory: {

@@ -68,8 +68,14 @@ export interface RoundTrace {
   query: string | null;
   /** The URL of an `<access>` round (an agent with the page tool); absent otherwise. */
   url?: string;
-  /** The chunk of the page the access showed (1-based; 1: the page was opened); absent when it showed none. */
+  /** The chunk of the page the access showed (1-based; 1: the page was opened); absent when it showed none. Under `tool.pageReading: 'queue'` the chunk any round's observation showed. */
   page?: number;
+  /**
+   * `tool.pageReading: 'queue'`: the round started while chunks of a page were queued (docs/algorithm.md
+   * §1, a reading round: `<mem>`, `<think>`, no action; it stops at `</think>` and its observation is
+   * the next queued chunk). Absent otherwise.
+   */
+  reading?: true;
   answer: string | null;
   violations: RoundViolation[];
   /**

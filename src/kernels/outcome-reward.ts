@@ -80,20 +80,31 @@ export function f1Score(pred: string | null, golds: string | readonly string[]):
 
 export type FormatResult = { valid: true } | { valid: false; reason: string };
 
+/** `opts.reading`: the 1-based rounds that read a queued chunk; absent, none. */
+function readingRounds(o: Record<string, unknown>): Set<number> {
+  const v = o['reading'];
+  if (v === undefined) return new Set();
+  if (!Array.isArray(v) || !v.every((r) => Number.isInteger(r) && (r as number) >= 1)) throw typeError('an array of round numbers (integers >= 1)', 'opts.reading', v);
+  return new Set(v as number[]);
+}
+
 /**
  * The response is rounds of the one round grammar (docs/algorithm.md §1, src/protocol/grammar.ts):
  * `<mem>…</mem> <think>…</think>` then exactly one non-blank `<search>…</search>`,
  * `<access>…</access>` (with `access`: an agent with the page tool; else `<access>` is text) or
  * `<answer>…</answer>`; a search or access may be followed by one `<information>…</information>`
  * observation; nothing but whitespace outside tags; no nested tags; an answer only in the last
- * round. With `requireAnswer` the response must also end with an answer round.
+ * round. With `requireAnswer` the response must also end with an answer round. `reading` names
+ * the reading rounds of `tool.pageReading: 'queue'` (`RoundTrace.reading`): each is
+ * `<mem>…</mem> <think>…</think>` with no action, ends at its first `</think>` and may be followed
+ * by an observation (the next queued chunk).
  */
-export function validateFormat(response: string, opts?: { requireAnswer?: boolean; access?: boolean }): FormatResult {
+export function validateFormat(response: string, opts?: { requireAnswer?: boolean; access?: boolean; reading?: readonly number[] }): FormatResult {
   if (typeof response !== 'string') throw typeError('a string', 'response', response);
-  const o = checkOptions(opts, 'opts', ['requireAnswer', 'access']);
+  const o = checkOptions(opts, 'opts', ['requireAnswer', 'access', 'reading']);
   const requireAnswer = optBoolean(o, 'requireAnswer', 'opts', false);
   const access = optBoolean(o, 'access', 'opts', false);
-  const reason = responseFormatError(response, requireAnswer, grammarFor(access));
+  const reason = responseFormatError(response, requireAnswer, grammarFor(access), readingRounds(o));
   return reason === null ? { valid: true } : { valid: false, reason };
 }
 
@@ -106,17 +117,20 @@ export interface ComputeScoreOptions {
   requireAnswer?: boolean;
   /** Passed to validateFormat: the agent has the page tool, `<access>` is an action (default false). */
   access?: boolean;
+  /** Passed to validateFormat: the reading rounds (1-based) of `tool.pageReading: 'queue'` (default none). */
+  reading?: readonly number[];
 }
 
 /** emCheck(extractSolution(response), golds) when the format is valid, else formatScore. */
 export function computeScore(response: string, golds: string | readonly string[], opts?: ComputeScoreOptions): number {
-  const o = checkOptions(opts, 'opts', ['formatScore', 'metric', 'requireAnswer', 'access']);
+  const o = checkOptions(opts, 'opts', ['formatScore', 'metric', 'requireAnswer', 'access', 'reading']);
   const formatScore = optNumber(o, 'formatScore', 'opts', 0, Number.isFinite, 'a finite number');
   const metric = optEnum(o, 'metric', 'opts', ['em', 'f1'] as const, 'em');
   const requireAnswer = optBoolean(o, 'requireAnswer', 'opts', false);
   const access = optBoolean(o, 'access', 'opts', false);
   goldList(golds);
-  if (!validateFormat(response, { requireAnswer, access }).valid) return formatScore;
+  const reading = o['reading'] as readonly number[] | undefined;
+  if (!validateFormat(response, { requireAnswer, access, ...(reading !== undefined ? { reading } : {}) }).valid) return formatScore;
   const pred = extractSolution(response);
   return metric === 'em' ? emCheck(pred, golds) : f1Score(pred, golds);
 }

@@ -20,9 +20,11 @@ export function outcomeReward(t: Trajectory, codec: TextCodec, options: Pipeline
   const text = codec.decode(t.responseIds);
   const clean = scoringText(text);
   const access = options.tool.access;
-  const fmt = validateFormat(clean, { requireAnswer: options.reward.requireAnswer, access });
+  // Reading rounds (tool.pageReading 'queue') are known to the rollout, not to the text.
+  const reading = t.rounds.flatMap((r) => (r.reading === true ? [r.index] : []));
+  const fmt = validateFormat(clean, { requireAnswer: options.reward.requireAnswer, access, reading });
   const excluded = t.state === 'error';
-  const score = excluded ? null : computeScore(clean, t.question.golds, { ...options.reward, access });
+  const score = excluded ? null : computeScore(clean, t.question.golds, { ...options.reward, access, reading });
   const n = t.responseIds.length;
   return {
     trajectory: t,

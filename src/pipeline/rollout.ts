@@ -9,13 +9,14 @@
  * `handleDoneState`.
  */
 import { STOP_STRINGS } from '../protocol/tags';
+import { READING_STOP_STRINGS } from '../protocol/grammar';
 import { MempoError } from '../errors';
 import { chunkPage, renderNoPage, renderSearchObservation, renderWebpage, type WebpageObservation } from '../retrieval/observation';
 import { PartialResultsError, type GenerationOutput, type GenerationRequest, type Generator, type Question, type Retriever, type TextCodec } from '../contracts';
 import type { PipelineOptions } from '../options';
 import { mixSeed } from '../rng';
-import { applyGeneration, applyObservation, roundContext } from './round';
-import { handleDoneState, newTrajectory, protocolIds, type AgentLoopHooks, type ProtocolIds, type RolloutTrajectory } from './trajectory';
+import { applyGeneration, applyObservation, isReadingRound, roundContext } from './round';
+import { handleDoneState, newTrajectory, protocolIds, type AgentLoopHooks, type ProtocolIds, type QueuedObservation, type RolloutTrajectory } from './trajectory';
 
 export type { AgentLoopHooks, RolloutTrajectory } from './trajectory';
 
@@ -60,12 +61,13 @@ interface Loop {
   requestSeed?: (t: RolloutTrajectory, round: number) => number;
 }
 
-/** One request per GENERATING trajectory with room left; the others enter DONE. */
-function roundRequests(loop: Loop): { live: RolloutTrajectory[]; requests: GenerationRequest[] } {
+/** One request per GENERATING trajectory with room left (`reading`: which are reading rounds); the others enter DONE. */
+function roundRequests(loop: Loop): { live: RolloutTrajectory[]; requests: GenerationRequest[]; reading: boolean[] } {
   const { codec, options, hooks } = loop;
   const r = options.rollout;
   const live: RolloutTrajectory[] = [];
   const requests: GenerationRequest[] = [];
+  const reading: boolean[] = [];
   for (const t of loop.trajectories) {
     if (t.state !== 'generating') continue;
     const ctx = roundContext(t, codec, options);
@@ -79,18 +81,16 @@ function roundRequests(loop: Loop): { live: RolloutTrajectory[]; requests: Gener
     const req: GenerationRequest = { ids: ctx, maxNewTokens: budget, tag: { uid: t.uid, sample: t.sample, round } };
     if (loop.requestSeed !== undefined) req.seed = loop.requestSeed(t, round);
     requests.push(req);
+    reading.push(isReadingRound(t, options));
   }
-  return { live, requests };
+  return { live, requests, reading };
 }
 
-/** The generator's results in request order, undefined (with its error in `failures`) where a request failed for good. */
-async function generateAll(
-  loop: Loop,
-  requests: GenerationRequest[],
-  step: number,
-): Promise<{ outs: ReadonlyArray<GenerationOutput | undefined>; failures: ReadonlyMap<number, string> }> {
+type Generated = { outs: ReadonlyArray<GenerationOutput | undefined>; failures: ReadonlyMap<number, string> };
+
+/** One generator call with `stop`; undefined (with its error in `failures`) where a request failed for good. */
+async function generateCall(loop: Loop, requests: GenerationRequest[], seed: number, stop: readonly string[]): Promise<Generated> {
   const r = loop.options.rollout;
-  const t0 = performance.now();
   let outs: ReadonlyArray<GenerationOutput | undefined>;
   let failures: ReadonlyMap<number, string> = new Map();
   try {
@@ -98,8 +98,8 @@ async function generateAll(
       temperature: r.sampling.temperature,
       topP: r.sampling.topP,
       topK: r.sampling.topK,
-      seed: mixSeed(r.seed, loop.batchIndex, step),
-      stop: STOP_STRINGS,
+      seed,
+      stop,
       maxBatchSize: r.maxGenerateBatch,
     });
   } catch (err) {
@@ -108,18 +108,47 @@ async function generateAll(
     outs = err.results as ReadonlyArray<GenerationOutput | undefined>;
     failures = err.failures;
   }
-  loop.stats.generateMs += performance.now() - t0;
   if (outs.length !== requests.length) throw new Error(`The generator returned ${outs.length} results for ${requests.length} requests`);
   return { outs, failures };
 }
 
+/**
+ * The generator's results in request order. Stop strings are per call, so reading rounds
+ * (`tool.pageReading: 'queue'`, stop at `</think>`) go in a second call with a seed of their own;
+ * without them there is one call, as before the queue existed.
+ */
+async function generateAll(loop: Loop, requests: GenerationRequest[], reading: readonly boolean[], step: number): Promise<Generated> {
+  const seed = mixSeed(loop.options.rollout.seed, loop.batchIndex, step);
+  const t0 = performance.now();
+  const acting = requests.flatMap((_q, i) => (reading[i] ? [] : [i]));
+  const readers = requests.flatMap((_q, i) => (reading[i] ? [i] : []));
+  let result: Generated;
+  if (readers.length === 0) result = await generateCall(loop, requests, seed, STOP_STRINGS);
+  else {
+    const outs: Array<GenerationOutput | undefined> = new Array(requests.length);
+    const failures = new Map<number, string>();
+    for (const [idx, stop, s] of [[acting, STOP_STRINGS, seed], [readers, READING_STOP_STRINGS, mixSeed(seed, 1)]] as const) {
+      if (idx.length === 0) continue;
+      const got = await generateCall(loop, idx.map((i) => requests[i]!), s, stop);
+      idx.forEach((i, k) => {
+        outs[i] = got.outs[k];
+        const f = got.failures.get(k);
+        if (f !== undefined) failures.set(i, f);
+      });
+    }
+    result = { outs, failures };
+  }
+  loop.stats.generateMs += performance.now() - t0;
+  return result;
+}
+
 /** GENERATING: one request per live trajectory, all in one generator call. False when none is left. */
 async function handleGeneratingState(loop: Loop, step: number): Promise<boolean> {
-  const { live, requests } = roundRequests(loop);
+  const { live, requests, reading } = roundRequests(loop);
   if (live.length === 0) return false;
   const { stats, hooks } = loop;
   stats.steps++;
-  const { outs, failures } = await generateAll(loop, requests, step);
+  const { outs, failures } = await generateAll(loop, requests, reading, step);
   live.forEach((t, i) => {
     const out = outs[i];
     if (out === undefined || failures.has(i)) {
@@ -154,17 +183,18 @@ async function searchAll(loop: Loop, withQuery: RolloutTrajectory[]): Promise<Se
   }
 }
 
-type AccessResults = { ok: true; observations: Map<RolloutTrajectory, WebpageObservation> } | { ok: false; failure: string };
+type AccessResults = { ok: true; observations: Map<RolloutTrajectory, WebpageObservation[]> } | { ok: false; failure: string };
 
 /**
- * Every access with a URL: the chunk each trajectory reads next (docs/algorithm.md §1: the first
- * access of a URL opens its page, each later one reads its next chunk, then "No More Information
- * is Found"), with the URLs not opened yet in one page-tool call; or the tool's failure.
+ * Every access with a URL: what each trajectory is shown (docs/algorithm.md §1), with the URLs not
+ * opened yet in one page-tool call; or the tool's failure. Under 'cursor' the chunk it reads next
+ * (the first access of a URL opens its page, each later one reads its next chunk, then "No More
+ * Information is Found"); under 'queue' every chunk of the page, in order, to be queued.
  */
 async function accessAll(loop: Loop, withUrl: RolloutTrajectory[]): Promise<AccessResults> {
   const { retriever, options, stats } = loop;
   const tool = options.tool;
-  const observations = new Map<RolloutTrajectory, WebpageObservation>();
+  const observations = new Map<RolloutTrajectory, WebpageObservation[]>();
   if (withUrl.length === 0) return { ok: true, observations };
   const toOpen = withUrl.filter((t) => !t.pages.has(t.pendingUrl!));
   if (toOpen.length > 0) {
@@ -184,16 +214,20 @@ async function accessAll(loop: Loop, withUrl: RolloutTrajectory[]): Promise<Acce
       return { ok: false, failure: err instanceof MempoError ? err.message : `${retriever.name}: ${(err as Error).message}` };
     }
   }
+  const show = (chunks: readonly string[], k: number, url: string) => renderWebpage(chunks[k]!, k + 1, chunks.length, url, tool.observationFormat, options.memory.webpageShortTextChars);
   for (const t of withUrl) {
     const url = t.pendingUrl!;
     const cursor = t.pages.get(url)!;
-    const chunk = cursor.chunks[cursor.read];
-    if (chunk === undefined) {
-      observations.set(t, renderNoPage(tool.observationFormat));
+    if (tool.pageReading === 'queue') {
+      // ASearcher reads the page anew at each access: chunk 1 on, every chunk queued.
+      observations.set(t, cursor.chunks.length === 0 ? [renderNoPage(tool.observationFormat)] : cursor.chunks.map((_c, k) => show(cursor.chunks, k, url)));
       continue;
     }
-    cursor.read++;
-    observations.set(t, renderWebpage(chunk, cursor.read, cursor.chunks.length, url, tool.observationFormat, options.memory.webpageShortTextChars));
+    if (cursor.read >= cursor.chunks.length) {
+      observations.set(t, [renderNoPage(tool.observationFormat)]);
+      continue;
+    }
+    observations.set(t, [show(cursor.chunks, cursor.read++, url)]);
   }
   stats.accesses += withUrl.length;
   return { ok: true, observations };
@@ -222,16 +256,18 @@ async function handleToolCallingState(loop: Loop): Promise<void> {
       continue;
     }
     const before = t.responseIds.length;
-    if (t.pendingUrl !== null) {
-      // An empty URL is a format violation of its round; the tool answers that there is no page.
-      const page = url.length > 0 && accessed.ok ? accessed.observations.get(t)! : renderNoPage(format);
-      if (page.page !== null) t.rounds[t.rounds.length - 1]!.page = page.page;
-      applyObservation(t, page.text, loop.codec, loop.options, hooks, page.shortText);
-    } else {
-      // An empty query is a format violation of its round; the tool answers "No results.".
-      const obs = q.length > 0 && searched.ok ? searched.observations.get(t)! : renderSearchObservation([], { format });
-      applyObservation(t, obs, loop.codec, loop.options, hooks);
-    }
+    // What the tool gives (none after a reading round without an action). An empty URL or query is
+    // a format violation of its round; the tool answers that there is no page, or "No results.".
+    const results: QueuedObservation[] = t.pendingUrl !== null
+      ? (url.length > 0 && accessed.ok ? accessed.observations.get(t)! : [renderNoPage(format)])
+      : t.pendingQuery !== null
+        ? [{ text: q.length > 0 && searched.ok ? searched.observations.get(t)! : renderSearchObservation([], { format }), page: null }]
+        : [];
+    // Under 'queue' every result waits its turn behind what is queued (ASearcher's job queue); under 'cursor' there is one, shown now.
+    t.queued.push(...results);
+    const obs = t.queued.shift()!;
+    if (obs.page !== null) t.rounds[t.rounds.length - 1]!.page = obs.page;
+    applyObservation(t, obs.text, loop.codec, loop.options, hooks, obs.shortText);
     stats.observationTokens += t.responseIds.length - before;
   }
 }

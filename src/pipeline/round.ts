@@ -2,7 +2,7 @@
  * One round of a trajectory (docs/algorithm.md §1-§2): the context it is generated from, its
  * generated tokens recorded as a `RoundTrace` (tags read from the decoded text, never from a
  * re-tokenisation; generated ids kept as returned) with the state they lead to, and the tool
- * observation appended after a search.
+ * observation appended after a search, an access or a reading round.
  */
 import { chatRendererFor } from '../protocol/chat';
 import { observationSegment } from '../protocol/stream';
@@ -18,6 +18,11 @@ import { handleDoneState, type AgentLoopHooks, type ProtocolIds, type RolloutTra
 export function roundContext(t: RolloutTrajectory, codec: TextCodec, options: PipelineOptions): number[] {
   if (options.rollout.context === 'full' || t.rounds.length === 0) return [...t.promptIds, ...t.responseIds];
   return codec.encode(chatRendererFor(codec, options.rollout.chatTemplate).render(t.memory.preparePrompt(), true));
+}
+
+/** docs/algorithm.md §1: under `tool.pageReading: 'queue'`, the trajectory's next round reads a queued chunk (no action; stops at `</think>`). */
+export function isReadingRound(t: RolloutTrajectory, options: PipelineOptions): boolean {
+  return options.tool.pageReading === 'queue' && t.queued.length > 0;
 }
 
 /** Appends generated ids (response_mask 1) with their sampling log-probs. */
@@ -39,16 +44,20 @@ function memTags(toks: readonly number[], text: string, start: number, codec: Te
   return { memOpen: start + m.inclusive[0], memClose: start + m.inclusive[1] - 1, memContent: [start + m.content[0], start + m.content[1]] };
 }
 
-/** The state a round leads to: TOOL_CALLING after a search or access within the turn limit, else DONE with its reason. */
+/**
+ * The state a round leads to: TOOL_CALLING after a search or access within the turn limit, and
+ * after a reading round that stopped at `</think>` (its observation is the next queued chunk),
+ * else DONE with its reason.
+ */
 function nextState(t: RolloutTrajectory, round: RoundTrace, finishReason: GenerationFinish, options: PipelineOptions, hooks?: AgentLoopHooks): void {
   const r = options.rollout;
   if (round.action === 'answer') handleDoneState(t, 'answer', hooks);
-  else if (round.action === 'search' || round.action === 'access') {
+  else if (round.action === 'search' || round.action === 'access' || (round.reading === true && finishReason === 'stop')) {
     if (t.rounds.length >= r.maxTurns) handleDoneState(t, 'max-turns', hooks);
     else {
       t.state = 'tool-calling';
       if (round.action === 'search') t.pendingQuery = round.query ?? '';
-      else t.pendingUrl = round.url ?? '';
+      else if (round.action === 'access') t.pendingUrl = round.url ?? '';
     }
   } else if (finishReason === 'eos') handleDoneState(t, 'eos', hooks);
   else if (finishReason === 'context') handleDoneState(t, 'context', hooks);
@@ -77,7 +86,8 @@ export function applyGeneration(
   const last = out.tokenIds[out.tokenIds.length - 1];
   const toks = last !== undefined && ids.endOfRound.has(last) ? out.tokenIds.slice(0, -1) : out.tokenIds;
   const text = codec.decode(toks);
-  const parsed = parseRoundOutput(text, grammarFor(options.tool.access));
+  const reading = isReadingRound(t, options);
+  const parsed = parseRoundOutput(text, grammarFor(options.tool.access, reading));
   const round: RoundTrace = {
     index: t.rounds.length + 1,
     start,
@@ -89,6 +99,7 @@ export function applyGeneration(
     action: parsed.action,
     query: parsed.search,
     ...(parsed.access !== null ? { url: parsed.access } : {}),
+    ...(reading ? { reading: true as const } : {}),
     answer: parsed.answer,
     violations: parsed.violations,
     ...memTags(toks, text, start, codec, ids),
@@ -104,7 +115,8 @@ export function applyGeneration(
 /**
  * Appends a tool observation ("\n" + obs + "\n", response_mask 0), cut to the response budget,
  * and records it in the trajectory's memory: a search result, or with `shortText` a webpage chunk
- * (docs/algorithm.md §7: whole in the round it arrives, afterwards only its short text).
+ * (docs/algorithm.md §7: whole in the round it arrives, afterwards only its short text). Under
+ * `tool.pageReading: 'queue'` it is the head of the trajectory's queue, whatever round it follows.
  */
 export function applyObservation(t: RolloutTrajectory, observation: string, codec: TextCodec, options: PipelineOptions, hooks?: AgentLoopHooks, shortText?: string): void {
   const round = t.rounds[t.rounds.length - 1]!;

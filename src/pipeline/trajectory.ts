@@ -1,7 +1,8 @@
 /**
  * A trajectory while it is rolled out (docs/algorithm.md §1-§2): the contract's `Trajectory`
  * plus the live state only the agent loop reads, its context window (docs/algorithm.md §7) and
- * the search query or URL waiting for the tool, the pages it is reading; and the transition into
+ * the search query or URL waiting for the tool, the pages it is reading (and, under
+ * `tool.pageReading: 'queue'`, the chunks queued for its next rounds); and the transition into
  * DONE / ERROR.
  */
 import {
@@ -21,13 +22,27 @@ export interface PageCursor {
   read: number;
 }
 
+/** An observation waiting to be shown (`tool.pageReading: 'queue'`): a page chunk (`shortText`, `page`) or a search result. */
+export interface QueuedObservation {
+  text: string;
+  /** A page chunk's (or a no-page answer's) short text (docs/algorithm.md §7); absent for a search result. */
+  shortText?: string;
+  /** The chunk (1-based); null for a search result or a no-page answer. */
+  page: number | null;
+}
+
 export interface RolloutTrajectory extends Trajectory {
   memory: AgentMemory;
   pendingQuery: string | null;
   /** The URL of the access waiting for the page tool. */
   pendingUrl: string | null;
-  /** Pages opened so far, by URL: each access of a URL reads its next chunk. */
+  /** Pages opened so far, by URL: under 'cursor' each access of a URL reads its next chunk; under 'queue' the chunks are reused. */
   pages: Map<string, PageCursor>;
+  /**
+   * `tool.pageReading: 'queue'` (ASearcher's job queue): observations not shown yet, oldest first.
+   * A round started while it is not empty is a reading round (docs/algorithm.md §1).
+   */
+  queued: QueuedObservation[];
 }
 
 export interface AgentLoopHooks {
@@ -97,6 +112,7 @@ export function newTrajectory(question: Question, sample: number, codec: TextCod
     pendingQuery: null,
     pendingUrl: null,
     pages: new Map(),
+    queued: [],
   };
 }
 

@@ -8,7 +8,11 @@
  *
  * where `text` holds no protocol tag and `ws` is whitespace only. `<access>` is an action only in
  * the grammar of an agent with the page tool (`ACCESS_GRAMMAR`); in `SEARCH_GRAMMAR`, the
- * default, it is text, so an agent without pages reads and reports rounds exactly as before. `checkRound` reads a round
+ * default, it is text, so an agent without pages reads and reports rounds exactly as before.
+ * A reading round (`tool.pageReading: 'queue'`, a round started while chunks of a page are
+ * queued) is `ws MEM ws THINK ws` and stops at `</think>` (`READING_STOP_STRINGS`): its grammar
+ * (`grammarFor(access, true)`) still lexes the action tags, but an action in it is a violation
+ * (`action-while-reading`). `checkRound` reads a round
  * once (tag lexer → top-level blocks) and reports that reading two ways: every violation
  * (`parseRoundOutput`, the per-round statistics) and where the round first leaves the grammar
  * (the reason `validateFormat` gives). A round is valid exactly when it has no violation; the
@@ -29,7 +33,8 @@ export type ViolationCode =
   | 'empty-query'
   | 'empty-url'
   | 'empty-answer'
-  | 'model-wrote-information';
+  | 'model-wrote-information'
+  | 'action-while-reading';
 
 export interface Violation {
   code: ViolationCode;
@@ -64,30 +69,39 @@ export interface Grammar {
   readonly tagRe: RegExp;
   /** The blocks of a round, in order. */
   readonly slots: readonly GrammarSlot[];
+  /** A reading round's grammar: no action slot, and an action (still a tag) is a violation. */
+  readonly reading: boolean;
 }
 
-function grammarOf(actions: readonly ActionName[]): Grammar {
+function grammarOf(actions: readonly ActionName[], reading: boolean): Grammar {
   const names: TagName[] = ['mem', 'think', ...actions, 'information'];
-  return {
-    actions,
-    tagRe: new RegExp(`<(/?)(${names.join('|')})>`, 'g'),
-    slots: [
-      { names: ['mem'], missing: 'missing-mem', where: 'to open the round' },
-      { names: ['think'], missing: 'missing-think', where: 'after </mem>' },
-      { names: actions, missing: 'no-action', where: 'after </think>' },
-    ],
-  };
+  const slots: GrammarSlot[] = [
+    { names: ['mem'], missing: 'missing-mem', where: 'to open the round' },
+    { names: ['think'], missing: 'missing-think', where: 'after </mem>' },
+  ];
+  if (!reading) slots.push({ names: actions, missing: 'no-action', where: 'after </think>' });
+  return { actions, tagRe: new RegExp(`<(/?)(${names.join('|')})>`, 'g'), slots, reading };
 }
 
 /** The search agent's grammar (the default): actions `<search>` and `<answer>`. */
-export const SEARCH_GRAMMAR: Grammar = grammarOf(['search', 'answer']);
+export const SEARCH_GRAMMAR: Grammar = grammarOf(['search', 'answer'], false);
 /** The grammar of an agent with the page tool (`tool.access`): `<search>`, `<access>` or `<answer>`. */
-export const ACCESS_GRAMMAR: Grammar = grammarOf(['search', 'access', 'answer']);
+export const ACCESS_GRAMMAR: Grammar = grammarOf(['search', 'access', 'answer'], false);
+const READING_GRAMMARS = { search: grammarOf(['search', 'answer'], true), access: grammarOf(['search', 'access', 'answer'], true) };
 
-/** The grammar of an agent with (`access`) or without the page tool. */
-export function grammarFor(access: boolean): Grammar {
+/** The grammar of an agent with (`access`) or without the page tool; with `reading`, of its reading rounds. */
+export function grammarFor(access: boolean, reading = false): Grammar {
+  if (reading) return access ? READING_GRAMMARS.access : READING_GRAMMARS.search;
   return access ? ACCESS_GRAMMAR : SEARCH_GRAMMAR;
 }
+
+/** The reading-round variant of `grammar` (the same actions). */
+export function readingGrammarOf(grammar: Grammar): Grammar {
+  return grammarFor(grammar.actions.includes('access'), true);
+}
+
+/** Where a reading round's generation stops (ASearcher's stop while its chunk queue is not empty). */
+export const READING_STOP_STRINGS = ['</think>'] as const;
 
 /** The protocol tags of `text` in `grammar`, in order (anything else, `<b>` say, is text). */
 export function lexTags(text: string, grammar: Grammar = SEARCH_GRAMMAR): TagToken[] {
@@ -189,12 +203,13 @@ function blockViolations(r: Reading, grammar: Grammar): Violation[] {
   });
   const actions = r.blocks.filter((b) => b.closed && isAction(b.name));
   if (actions.length > 1) add('two-actions', `${actions.length} actions in one round`);
+  if (grammar.reading && actions.length > 0) add('action-while-reading', `<${actions[0]!.name}> in a reading round (chunks of a page are queued)`);
   // Order: by first appearance of each slot's closed block.
   const expected = found.flatMap((b) => (b === undefined ? [] : [b.name]));
   const seen = r.blocks.filter((b) => b.closed && expected.includes(b.name)).map((b) => b.name);
   const firstSeen = seen.filter((n, i) => seen.indexOf(n) === i);
   if (firstSeen.join() !== expected.join()) {
-    add('tag-order', `tags in the order ${firstSeen.map((n) => `<${n}>`).join(', ')}; expected <mem>, <think>, then <${grammar.actions.join('> or <')}>`);
+    add('tag-order', `tags in the order ${firstSeen.map((n) => `<${n}>`).join(', ')}; expected <mem>, <think>${grammar.reading ? '' : `, then <${grammar.actions.join('> or <')}>`}`);
   }
   const act = actions[0];
   if (act !== undefined && isAction(act.name) && act.content.trim().length === 0) out.push({ ...EMPTY_ACTION[act.name] });
@@ -223,7 +238,7 @@ export function firstDeviation(text: string, grammar: Grammar = SEARCH_GRAMMAR, 
     i += 2;
   }
   const extra = tags[i];
-  if (extra !== undefined) return `${tagText(extra)} after the round's action`;
+  if (extra !== undefined) return grammar.reading ? `${tagText(extra)} after </think> in a reading round` : `${tagText(extra)} after the round's action`;
   if (!blankTo(text.length)) return 'text outside tags at the end';
   return null;
 }

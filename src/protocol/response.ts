@@ -1,17 +1,19 @@
 /**
  * The whole response stream (docs/algorithm.md §1-§2): rounds, each followed by the
  * `<information>` observation of its search (or access). A round ends where its generation
- * stops, at the first closing action tag, and is checked by the round grammar (`checkRound`); an
- * observation is tool output and is skipped whole, whatever it contains.
+ * stops, at the first closing action tag (a reading round, `tool.pageReading: 'queue'`, at its
+ * first `</think>`), and is checked by the round grammar (`checkRound`); an observation is tool
+ * output and is skipped whole, whatever it contains.
  */
-import { checkRound, isAction, lexTags, SEARCH_GRAMMAR, type Grammar, type TagToken } from './grammar';
+import { checkRound, isAction, lexTags, readingGrammarOf, SEARCH_GRAMMAR, type Grammar, type TagToken } from './grammar';
 
 /**
  * The first format error of `response` as "round N: …", or null when every round is valid,
- * only tool rounds (search, access) are followed by an observation, nothing but whitespace lies between them,
- * an answer round is the last round and, with `requireAnswer`, there is one.
+ * only tool rounds (search, access) and reading rounds are followed by an observation, nothing but whitespace lies between them,
+ * an answer round is the last round and, with `requireAnswer`, there is one. `reading`: the
+ * 1-based rounds that read a queued chunk (the rollout knows them; the text alone does not).
  */
-export function responseFormatError(response: string, requireAnswer: boolean, grammar: Grammar = SEARCH_GRAMMAR): string | null {
+export function responseFormatError(response: string, requireAnswer: boolean, grammar: Grammar = SEARCH_GRAMMAR, reading: ReadonlySet<number> = new Set()): string | null {
   const tags = lexTags(response, grammar);
   const blank = (from: number, to?: number) => response.slice(from, to).trim().length === 0;
   let i = 0;
@@ -21,11 +23,13 @@ export function responseFormatError(response: string, requireAnswer: boolean, gr
   while (i < tags.length) {
     if (answered) return `round ${round + 1}: text after the answer round`;
     round++;
+    const reads = reading.has(round);
+    const ends = reads ? (t: TagToken) => t.close && t.name === 'think' : (t: TagToken) => t.close && isAction(t.name);
     let j = i;
-    while (j < tags.length && !(tags[j]!.close && isAction(tags[j]!.name))) j++;
+    while (j < tags.length && !ends(tags[j]!)) j++;
     const stop: TagToken | undefined = tags[j];
     const end = stop === undefined ? response.length : stop.end;
-    const { deviation } = checkRound(response.slice(pos, end), grammar);
+    const { deviation } = checkRound(response.slice(pos, end), reads ? readingGrammarOf(grammar) : grammar);
     if (deviation !== null) return `round ${round}: ${deviation}`;
     answered = stop?.name === 'answer';
     pos = end;

@@ -13,13 +13,15 @@ export const EMPTY_MEMORY = 'none';
 
 export type RoundAction = { kind: 'search'; query: string } | { kind: 'access'; url: string } | { kind: 'answer'; answer: string };
 
-/** Build one round's generated text in the canonical layout. */
-export function renderRound(mem: string, think: string, action: RoundAction): string {
-  const act = action.kind === 'search'
-    ? `${SEARCH_OPEN}${action.query}${SEARCH_CLOSE}`
-    : action.kind === 'access'
-      ? `${ACCESS_OPEN}${action.url}${ACCESS_CLOSE}`
-      : `${ANSWER_OPEN}${action.answer}${ANSWER_CLOSE}`;
+/** Build one round's generated text in the canonical layout; `action` null: a reading round (`<mem>`, `<think>`, no action). */
+export function renderRound(mem: string, think: string, action: RoundAction | null): string {
+  const act = action === null
+    ? ''
+    : action.kind === 'search'
+      ? `${SEARCH_OPEN}${action.query}${SEARCH_CLOSE}`
+      : action.kind === 'access'
+        ? `${ACCESS_OPEN}${action.url}${ACCESS_CLOSE}`
+        : `${ANSWER_OPEN}${action.answer}${ANSWER_CLOSE}`;
   return `${MEM_OPEN}${mem}${MEM_CLOSE}${THINK_OPEN}${think}${THINK_CLOSE}${act}`;
 }
 
