@@ -62,7 +62,7 @@ export type Signatures = [
   Expect<Equal<ReturnType<typeof emCheck>, 0 | 1>>,
   Expect<Equal<Parameters<typeof f1Score>, [string | null, string | readonly string[]]>>,
   Expect<Equal<ReturnType<typeof f1Score>, number>>,
-  Expect<Equal<Parameters<typeof validateFormat>, [string, { requireAnswer?: boolean; access?: boolean }?]>>,
+  Expect<Equal<Parameters<typeof validateFormat>, [string, { requireAnswer?: boolean; access?: boolean; reading?: readonly number[] }?]>>,
   Expect<Equal<ReturnType<typeof validateFormat>, FormatResult>>,
   Expect<Equal<Parameters<typeof computeScore>, [string, string | readonly string[], ComputeScoreOptions?]>>,
   Expect<Equal<ReturnType<typeof computeScore>, number>>,
@@ -86,7 +86,7 @@ export type Shapes = [
   Expect<Equal<GroupNormOptions, { eps?: number; normByStd?: boolean }>>,
   Expect<Equal<MemoryAdvantageOptions, { eps?: number; normByStd?: boolean; memGrouping?: MemGrouping; rounds?: Int32Array }>>,
   Expect<Equal<AnswerProbabilityOptions, { threshold?: number }>>,
-  Expect<Equal<ComputeScoreOptions, { formatScore?: number; metric?: 'em' | 'f1'; requireAnswer?: boolean; access?: boolean }>>,
+  Expect<Equal<ComputeScoreOptions, { formatScore?: number; metric?: 'em' | 'f1'; requireAnswer?: boolean; access?: boolean; reading?: readonly number[] }>>,
 ];
 
 // Calls as a trainer writes them.
