@@ -296,6 +296,24 @@ describe("tool.pageReading 'queue': ASearcher's chunk queue", () => {
     }
   });
 
+  test('the continuous schedule reads the same queues: reading rounds in calls of their own, each request with its own seed', async () => {
+    const gen = await generator();
+    const run = (schedule: 'batch' | 'continuous', g: ScriptedGenerator) => runPipeline({
+      questions: [Q1], generator: g, scorer: new FakeScorer(), retriever: localRetriever(), options: options({ rollout: { schedule } }),
+    });
+    const batch = await run('batch', await generator());
+    const continuous = await run('continuous', gen);
+    expect(continuous.records.map((r) => r.responseIds)).toEqual(batch.records.map((r) => r.responseIds));
+    expect(continuous.records.map((r) => [r.score, r.formatValid])).toEqual([[1, true], [0, false], [1, true], [0, false]]);
+    for (const c of gen.calls) {
+      const reads = c.requests.map((q) => SCRIPT[q.tag.sample]![q.tag.round - 1]!.reading);
+      expect(new Set(reads).size).toBe(1);
+      expect(c.params.stop).toEqual(reads[0] ? ['</think>'] : ['</search>', '</access>', '</answer>']);
+      for (const q of c.requests) expect(q.seed).toEqual(expect.any(Number));
+    }
+    expect(gen.calls.filter((c) => c.params.stop.length === 1)).toHaveLength(5);
+  });
+
   test("ASearcher's observation format: the queued chunks as >>>> Page k >>>> blocks, a queued search as [Doc k](url)", async () => {
     const tok = await tokenizer();
     const o = options({ tool: { observationFormat: 'asearcher', docMaxChars: 5000 } });
