@@ -35,6 +35,22 @@ int main() {
     double us2 = med_us([&] { mempo::cpu::outcome_advantage(sc.data(), gr.data(), rows, int32_t((rows + 15) / 16), 1e-6, true, m.data(), cols, grad.data()); }, n > 100000 ? 200 : 5000);
     printf("outcome compute %ldx%ld: %.1f us\n", rows, cols, us2);
   }
+  // the fused advantage stage, shaped as bench/peer.mjs: groups of 16, 3 spans per row (3-9 % of a third)
+  for (int64_t rows : {int64_t(16), int64_t(512)}) {
+    const int64_t cols = rows == 16 ? 64 : 1024, n = rows * cols, m = rows * 3, third = cols / 3;
+    std::mt19937 g(3); std::uniform_real_distribution<double> u(0, 1);
+    std::vector<double> sc(rows), rw(m); std::vector<int32_t> gr(rows), mg(m), sp(3 * m); std::vector<uint8_t> mk(n);
+    for (int64_t r = 0; r < rows; ++r) { sc[r] = u(g) < 0.5; gr[r] = int32_t(r / 16); }
+    for (int64_t i = 0; i < n; ++i) mk[i] = u(g) < 0.8;
+    for (int64_t k = 0; k < m; ++k) {
+      const int64_t start = (k % 3) * third + int64_t(u(g) * third * 0.15);
+      sp[3 * k] = int32_t(k / 3); sp[3 * k + 1] = int32_t(start); sp[3 * k + 2] = int32_t(start + std::max<int64_t>(1, int64_t(third * (0.03 + u(g) * 0.06))));
+      rw[k] = u(g) - 0.5; mg[k] = int32_t(k / 48);
+    }
+    std::vector<float> oo(n), om(n), of(n);
+    const mempo::AdvantageBatch in{sc.data(), gr.data(), int32_t((rows + 15) / 16), mk.data(), rows, cols, rw.data(), mg.data(), int32_t((m + 47) / 48), sp.data(), m, 1e-6, true, 0.5};
+    printf("stage compute %ldx%ld: %.1f us\n", rows, cols, med_us([&] { mempo::cpu::mempo_advantages(in, mempo::AdvantageResults{oo.data(), om.data(), of.data(), false}); }, rows > 100 ? 400 : 5000));
+  }
   for (int64_t R : {16, 256}) {
     int64_t V = 3072; std::vector<float> x(R * V); std::vector<int32_t> t(R, 5); std::vector<float> o(R);
     std::mt19937 g(2); std::uniform_real_distribution<float> u(-20, 20); for (auto& v : x) v = u(g);

@@ -2,6 +2,7 @@
 // dominate the cost of both advantages; the writes are split across threads by rows.
 #include <cmath>
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -61,36 +62,76 @@ void fill_row_scalar(float v, float* o, int64_t n) {
 // cache saves the read-for-ownership traffic); plain stores for the others, which the caller reads
 // from cache next, and where short segments would leave write-combining lines half full (a span
 // of 20 values streamed cost the fused stage 10x its plain-store time at B = 512, T = 1024).
+// Plain stores need no alignment: a segment is whole vectors and one masked store for its tail,
+// no per-element branches (the fused stage's 10-30-value spans spent most of their time there).
 template <bool kStream>
 MEMPO_AVX2_TARGET inline void store8(float* o, __m256 v) {
   if (kStream) {
     _mm256_stream_ps(o, v);
   } else {
-    _mm256_store_ps(o, v);
+    _mm256_storeu_ps(o, v);
   }
+}
+
+// Lanes [0, k) of a store, k in [1, 8).
+MEMPO_AVX2_TARGET inline __m256i first_lanes(int64_t k) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(k)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// v where the 8 mask bytes at m are non-zero, else 0.
+MEMPO_AVX2_TARGET inline __m256 masked8(__m256 v, uint64_t bytes) {
+  const __m256i is_zero = _mm256_cmpeq_epi32(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(int64_t(bytes))), _mm256_setzero_si256());
+  return _mm256_andnot_ps(_mm256_castsi256_ps(is_zero), v);
 }
 
 template <bool kStream>
 MEMPO_AVX2_TARGET void masked_row_avx2(float v, const uint8_t* m, float* o, int64_t n) {
   int64_t c = 0;
-  for (; c < n && (reinterpret_cast<uintptr_t>(o + c) & 31) != 0; ++c) o[c] = m[c] != 0 ? v : 0.0f;
+  if (kStream) for (; c < n && (reinterpret_cast<uintptr_t>(o + c) & 31) != 0; ++c) o[c] = m[c] != 0 ? v : 0.0f;
   const __m256 vv = _mm256_set1_ps(v);
-  const __m256i zero = _mm256_setzero_si256();
   for (; c + 8 <= n; c += 8) {
-    const __m128i mb = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m + c));
-    const __m256i is_zero = _mm256_cmpeq_epi32(_mm256_cvtepu8_epi32(mb), zero);
-    store8<kStream>(o + c, _mm256_andnot_ps(_mm256_castsi256_ps(is_zero), vv));
+    uint64_t bytes;
+    std::memcpy(&bytes, m + c, 8);
+    store8<kStream>(o + c, masked8(vv, bytes));
   }
-  for (; c < n; ++c) o[c] = m[c] != 0 ? v : 0.0f;
+  if (c < n) {  // the tail: its mask bytes copied (no read past the mask), one masked store
+    uint64_t bytes = 0;
+    std::memcpy(&bytes, m + c, size_t(n - c));
+    _mm256_maskstore_ps(o + c, first_lanes(n - c), masked8(vv, bytes));
+  }
 }
 
 template <bool kStream>
 MEMPO_AVX2_TARGET void fill_row_avx2(float v, float* o, int64_t n) {
   int64_t c = 0;
-  for (; c < n && (reinterpret_cast<uintptr_t>(o + c) & 31) != 0; ++c) o[c] = v;
+  if (kStream) for (; c < n && (reinterpret_cast<uintptr_t>(o + c) & 31) != 0; ++c) o[c] = v;
   const __m256 vv = _mm256_set1_ps(v);
   for (; c + 8 <= n; c += 8) store8<kStream>(o + c, vv);
-  for (; c < n; ++c) o[c] = v;
+  if (c < n) _mm256_maskstore_ps(o + c, first_lanes(n - c), vv);
+}
+
+// The plain-store writers with AVX-512 (BW for the byte masks): 16 values a store, the mask
+// bytes tested straight into a store mask, and a masked load and store for the tail (masked-off
+// lanes neither fault nor write), where AVX2's vmaskmovps is slow on AMD.
+MEMPO_AVX512_TARGET void masked_row_avx512(float v, const uint8_t* m, float* o, int64_t n) {
+  const __m512 vv = _mm512_set1_ps(v);
+  int64_t c = 0;
+  for (; c + 16 <= n; c += 16) {
+    const __m128i mb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(m + c));
+    _mm512_storeu_ps(o + c, _mm512_maskz_mov_ps(_mm_test_epi8_mask(mb, mb), vv));
+  }
+  if (c < n) {
+    const __mmask16 tail = __mmask16((1u << (n - c)) - 1);
+    const __m128i mb = _mm_maskz_loadu_epi8(tail, m + c);
+    _mm512_mask_storeu_ps(o + c, tail, _mm512_maskz_mov_ps(_mm_test_epi8_mask(mb, mb), vv));
+  }
+}
+
+MEMPO_AVX512_TARGET void fill_row_avx512(float v, float* o, int64_t n) {
+  const __m512 vv = _mm512_set1_ps(v);
+  int64_t c = 0;
+  for (; c + 16 <= n; c += 16) _mm512_storeu_ps(o + c, vv);
+  if (c < n) _mm512_mask_storeu_ps(o + c, __mmask16((1u << (n - c)) - 1), vv);
 }
 #endif
 
@@ -100,16 +141,19 @@ constexpr int64_t kStreamBytes = int64_t{16} << 20;
 struct RowWriter {
   bool avx2 = cpu_has_avx2();
   bool stream;
-  explicit RowWriter(int64_t result_bytes) : stream(result_bytes > kStreamBytes) {}
+  bool avx512;  // plain stores only: the streamed results are memory-bound at either width
+  explicit RowWriter(int64_t result_bytes) : stream(result_bytes > kStreamBytes), avx512(!stream && cpu_has_avx512()) {}
   void masked(float v, const uint8_t* m, float* o, int64_t n) const {
 #if MEMPO_X86
+    if (avx512) return masked_row_avx512(v, m, o, n);
     if (avx2) return stream ? masked_row_avx2<true>(v, m, o, n) : masked_row_avx2<false>(v, m, o, n);
 #endif
     masked_row_scalar(v, m, o, n);
   }
   void fill(float v, float* o, int64_t n) const {
 #if MEMPO_X86
-    if (avx2 && n >= 32) return stream ? fill_row_avx2<true>(v, o, n) : fill_row_avx2<false>(v, o, n);
+    if (avx512) return fill_row_avx512(v, o, n);
+    if (avx2) return stream ? fill_row_avx2<true>(v, o, n) : fill_row_avx2<false>(v, o, n);
 #endif
     fill_row_scalar(v, o, n);
   }
@@ -120,7 +164,7 @@ struct RowWriter {
   }
 };
 
-// Rows of at least 512k values per thread (~90 µs of writes here): waking a sleeping pool worker
+// Rows of at least 512k values per thread (~40-90 µs of writes here): waking a sleeping pool worker
 // costs ~50 µs on a VM, and at B = 512, T = 1,024 (2^19 values) two threads measured 0.35 ms a
 // call against 0.15 ms on one (bench/README.md "Per-call cost"), so such results stay on the caller.
 int64_t row_grain(int64_t cols) { return std::max<int64_t>(1, (int64_t{1} << 19) / std::max<int64_t>(cols, 1)); }
@@ -192,28 +236,26 @@ void memory_advantage(const double* rewards, const int32_t* groups, int64_t m, i
 
 namespace {
 
-// Row r of the three results, span by span: the gaps carry (outcome, final) = (o, o + alpha*0)
-// on mask tokens and memory 0; span k carries memory v_k and final o + alpha*v_k. The sums are
-// those of the separate path (float operands, double arithmetic, one rounding), so -0 and NaN
-// come out as there too.
+// Row r of the three results: outcome o and final o + alpha*0 on the mask tokens of the whole
+// row, memory zeros (unless it arrived zeroed), then each span k's memory v_k and final
+// o + alpha*v_k over it. Whole rows rather than the segments between spans: the writes run at
+// full vector width, and the spans (a few % of the row) are written twice. The sums are those of
+// the separate path (float operands, double arithmetic, one rounding), so -0 and NaN come out as
+// there too.
 void stage_row(const AdvantageBatch& in, const AdvantageResults& out, const SpansByRow& b, const double* adv_o,
                const double* adv_m, int64_t r, const RowWriter& w) {
   const int64_t cols = in.cols, base = r * cols;
   const uint8_t* mask = in.mask + base;
   const float o = to_float(adv_o[r]);
-  auto segment = [&](int64_t s, int64_t e, float v, bool write_memory) {
-    w.masked(o, mask + s, out.outcome + base + s, e - s);
-    w.masked(to_float(double(o) + in.alpha * double(v)), mask + s, out.final + base + s, e - s);
-    if (write_memory) w.fill(v, out.memory + base + s, e - s);
-  };
-  int64_t pos = 0;
+  w.masked(o, mask, out.outcome + base, cols);
+  w.masked(to_float(double(o) + in.alpha * 0.0), mask, out.final + base, cols);
+  if (!out.memory_zeroed) w.fill(0.0f, out.memory + base, cols);
   for (int64_t j = b.first[r]; j < b.first[r + 1]; ++j) {
     const int64_t k = b.order[j], s = in.spans[3 * k + 1], e = in.spans[3 * k + 2];
-    if (s > pos) segment(pos, s, 0.0f, !out.memory_zeroed);
-    segment(s, e, to_float(adv_m[k]), true);
-    pos = e;
+    const float v = to_float(adv_m[k]);
+    w.fill(v, out.memory + base + s, e - s);
+    w.masked(to_float(double(o) + in.alpha * double(v)), mask + s, out.final + base + s, e - s);
   }
-  if (cols > pos) segment(pos, cols, 0.0f, !out.memory_zeroed);
 }
 
 }  // namespace
@@ -223,9 +265,10 @@ void mempo_advantages(const AdvantageBatch& in, const AdvantageResults& out) {
   group_normalize(in.scores, in.groups, in.rows, in.group_count, in.eps, in.norm_by_std, adv_o.data());
   group_normalize(in.mem_rewards, in.mem_groups, in.m, in.mem_group_count, in.eps, in.norm_by_std, adv_m.data());
   const SpansByRow b = spans_by_row(in.spans, in.m, in.rows);
-  // Three results per row: a third of the single-result grain.
+  // The single-result grain, not a third of it: at B = 512, T = 1,024 (3 x 2 MiB) one thread took
+  // 0.12-0.18 ms and two 0.42-0.70 ms with the other core busy (bench/README.md "Per-call cost").
   const RowWriter w(3 * in.rows * in.cols * 4);
-  parallel_for(in.rows, std::max<int64_t>(1, row_grain(in.cols) / 3), [&](int64_t r0, int64_t r1, int) {
+  parallel_for(in.rows, row_grain(in.cols), [&](int64_t r0, int64_t r1, int) {
     for (int64_t r = r0; r < r1; ++r) stage_row(in, out, b, adv_o.data(), adv_m.data(), r, w);
     w.done();
   });
