@@ -4,7 +4,8 @@
  * inference server's answer to the trajectory's request is missing or wrong), `n` samples per
  * question sharing the question's uid, every question of a batch in flight at once. Each step
  * runs the handler of each state over all trajectories in it: GENERATING sends the requests of
- * all live trajectories to the generator in one call, TOOL_CALLING answers all their searches
+ * all live trajectories to the generator in one call (and those of reading rounds, under
+ * `tool.pageReading: 'queue'`, in a second: they stop at `</think>`), TOOL_CALLING answers all their searches
  * in one retriever call and all their accesses in one page-tool call; DONE is entered through
  * `handleDoneState`.
  */
@@ -142,7 +143,7 @@ async function generateAll(loop: Loop, requests: GenerationRequest[], reading: r
   return result;
 }
 
-/** GENERATING: one request per live trajectory, all in one generator call. False when none is left. */
+/** GENERATING: one request per live trajectory, all in one generator call (reading rounds in a second). False when none is left. */
 async function handleGeneratingState(loop: Loop, step: number): Promise<boolean> {
   const { live, requests, reading } = roundRequests(loop);
   if (live.length === 0) return false;

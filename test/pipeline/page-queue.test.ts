@@ -26,7 +26,9 @@ import { StopMatcher } from '../../src/engines/local/stop';
 import type { GenerateParams, GenerationOutput, GenerationRequest, Generator, Page, RequestTag } from '../../src/contracts';
 import type { Tokenizer } from '../../src/engines/local/tokenizer';
 import { REAL_NAMES, realTokenizer } from '../protocol/real-tokenizers';
-import { FakeScorer, Q1, answer, search, tokenizer } from './helpers';
+import { connectCompletionsServers } from '../../src/engines/http/connect';
+import { startVllmFake, type FakeModel } from '../fakes/vllm-fake';
+import { FakeScorer, MODEL_DIR, Q1, answer, search, tokenizer } from './helpers';
 
 // The page-tool agent's system message, written out (docs/algorithm.md §1).
 const ACCESS_PROMPT = 'Answer with search and pages. Each turn: memory of facts found, thoughts, then a search, a page access or the answer.';
@@ -340,6 +342,30 @@ describe("tool.pageReading 'queue': ASearcher's chunk queue", () => {
     } finally {
       server.closeAllConnections();
       await new Promise((r) => server.close(r));
+    }
+  });
+
+  test('an inference server (vLLM-shaped fake on loopback) is sent </think> alone for reading rounds and stops there', async () => {
+    const tok = await tokenizer();
+    // The "model" writes sample 0's rounds; the round is the number of observations in its prompt, plus one.
+    const model: FakeModel = {
+      vocabSize: tok.size,
+      eosTokenIds: [tok.eosTokenId!],
+      decode: (ids) => tok.decode(ids),
+      complete: (prompt) => ({ ids: tok.encode(SCRIPT[0]![tok.decode(prompt).split('<information>').length - 1]!.script) }),
+      promptLogprob: () => -1,
+    };
+    const server = await startVllmFake(model, { servedModelNames: ['fake'], maxModelLen: 4096 });
+    try {
+      const backend = await connectCompletionsServers({ urls: [server.url], api: 'vllm', modelDir: MODEL_DIR });
+      const o = options({ rollout: { groupSize: 1 } });
+      const { trajectories } = await runAgentLoop({ questions: [Q1], generator: backend, retriever: localRetriever(), options: o });
+      const t = trajectories[0]!;
+      expect(t.rounds.map((r) => [r.text, r.observation?.text ?? null, r.reading ?? false])).toEqual(SCRIPT[0]!.map((x) => [x.text, x.obs, x.reading]));
+      expect(server.requests.map((b) => b['stop'])).toEqual(SCRIPT[0]!.map((x) => (x.reading ? ['</think>'] : ['</search>', '</access>', '</answer>'])));
+      expect(validateFormat(tok.decode(t.responseIds), { access: true, reading: readingRounds(0) })).toEqual({ valid: true });
+    } finally {
+      await server.close();
     }
   });
 
