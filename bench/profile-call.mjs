@@ -39,14 +39,42 @@ function advantageCase(B, T) {
   const ints = Int32Array.from({ length: B }, (_, i) => Math.floor(i / 16));
   const mask = new Uint8Array(B * T).map(() => (r() < 0.8 ? 1 : 0));
   const g = denseGroups(uids, 'groups', B, 'B');
+  const out = new Float32Array(B * T); // a trainer's buffer, reused call after call
   return {
     'wrapper, string uids': () => mempo.grpoOutcomeAdvantage(scores, uids, mask, T),
     'wrapper, Int32Array ids': () => mempo.grpoOutcomeAdvantage(scores, ints, mask, T),
+    'wrapper, Int32Array ids, out': () => mempo.grpoOutcomeAdvantage(scores, ints, mask, T, { out }),
     'addon direct': () => addon.grpoOutcomeAdvantage(scores, g.ids, g.count, mask, B, T, 1e-6, true),
+    'addon direct, out': () => addon.grpoOutcomeAdvantage(scores, g.ids, g.count, mask, B, T, 1e-6, true, out),
     'denseGroups (string uids)': () => denseGroups(uids, 'groups', B, 'B'),
     'denseGroups (Int32Array)': () => denseGroups(ints, 'groups', B, 'B'),
     checkGroupRange: () => checkGroupRange(scores, g.ids, g.count, 1e-6, true, 'scores'),
     'JS twin': () => { mempo.setBackend('js'); try { mempo.grpoOutcomeAdvantage(scores, uids, mask, T); } finally { mempo.setBackend('native'); } },
+  };
+}
+
+/** The fused advantage stage (mempoAdvantages) as bench/peer.mjs shapes it: 3 spans per row. */
+function stageCase(B, T) {
+  const r = mulberry32(13), M = B * 3, third = Math.floor(T / 3);
+  const spans = new Int32Array(M * 3);
+  for (let m = 0; m < M; m++) {
+    const start = (m % 3) * third + Math.floor(r() * third * 0.15);
+    spans.set([Math.floor(m / 3), start, start + Math.max(1, Math.floor(third * (0.03 + r() * 0.06)))], 3 * m);
+  }
+  const input = {
+    scores: new Float64Array(B).map(() => (r() < 0.5 ? 1 : 0)), groups: Int32Array.from({ length: B }, (_, i) => Math.floor(i / 16)),
+    responseMask: new Uint8Array(B * T).map(() => (r() < 0.8 ? 1 : 0)), seqLen: T, alpha: 0.5,
+    memRewards: new Float64Array(M).map(() => r() - 0.5), memGroups: Int32Array.from({ length: M }, (_, m) => Math.floor(m / 48)), spans,
+  };
+  const out = { outcome: new Float32Array(B * T), memory: new Float32Array(B * T), final: new Float32Array(B * T) };
+  const withOut = { ...input, out };
+  const direct = (...o) => addon.mempoAdvantages(input.scores, input.groups, B / 16, input.responseMask, B, T, input.memRewards,
+    input.memGroups, M / 48, spans, 1e-6, true, 0.5, ...o);
+  return {
+    wrapper: () => mempo.mempoAdvantages(input),
+    'wrapper, out': () => mempo.mempoAdvantages(withOut),
+    'addon direct': () => direct(),
+    'addon direct, out': () => direct(out.outcome, out.memory, out.final),
   };
 }
 
@@ -79,6 +107,8 @@ const out = { threads: info.threads, simd: info.simd, cases: {} };
 const cases = [
   ['grpoOutcomeAdvantage B=16 T=64', advantageCase(16, 64), 4000],
   ['grpoOutcomeAdvantage B=512 T=1024', advantageCase(512, 1024), 300],
+  ['mempoAdvantages B=16 T=64', stageCase(16, 64), 4000],
+  ['mempoAdvantages B=512 T=1024', stageCase(512, 1024), 300],
   ['ppoPolicyLoss 16x64', lossCase(16, 64), 4000],
   ['ppoPolicyLoss 512x1024', lossCase(512, 1024), 200],
   ['gatherLogProbs R=16 V=3072', gatherCase(16, 3072), 4000],

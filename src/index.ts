@@ -22,7 +22,7 @@ export {
 export { mempoAdvantages, type MempoAdvantagesInput, type MempoAdvantages } from './kernels'; // §5 in one pass
 export type {
   Backend, NativeDeviceBuffer, NativeInfo, FormatResult, ComputeScoreOptions, AnswerProbabilityOptions, MemoryRewards,
-  GroupNormOptions, MemoryAdvantageOptions, MemGrouping, PpoPolicyLossInput, PpoPolicyLossResult, AggMode, KlType,
+  GroupNormOptions, OutcomeAdvantageOptions, ResultOptions, MemoryAdvantageOptions, MemGrouping, PpoPolicyLossInput, PpoPolicyLossResult, AggMode, KlType,
 } from './kernels';
 
 // The protocol (src/protocol, §1, §7): the round grammar, the model's protocol ids, the context window.

@@ -1,6 +1,6 @@
-// grpoOutcomeAdvantage(scores, groups, groupCount, responseMask, rows, cols, eps, normByStd) and
-// memoryAdvantage(memRewards, groups, groupCount, spans, rows, cols, eps, normByStd), both ->
-// Float32Array[rows * cols].
+// grpoOutcomeAdvantage(scores, groups, groupCount, responseMask, rows, cols, eps, normByStd, out?)
+// and memoryAdvantage(memRewards, groups, groupCount, spans, rows, cols, eps, normByStd, out?),
+// both -> Float32Array[rows * cols]: out when given (overwritten whole), else a new array.
 #include <algorithm>
 #include <array>
 #include <string>
@@ -86,7 +86,9 @@ Napi::Value GrpoOutcomeAdvantage(const Napi::CallbackInfo& info) {
     auto scores = typed_arg<double>(info, 0, "scores", napi_float64_array, rows);
     auto mask = typed_arg<uint8_t>(info, 3, "responseMask", napi_uint8_array, rows * cols);
     const GroupArgs g = group_args(info, rows);
-    auto out = mempo::new_float32(info.Env(), size_t(rows * cols), false);
+    Napi::Float32Array out =
+        out_arg(info, 8, "out", rows * cols, {region("scores", scores), region("responseMask", mask)});
+    if (out.IsEmpty()) out = mempo::new_float32(info.Env(), size_t(rows * cols), false);
     MEMPO_DISPATCH(outcome_advantage, scores.Data(), g.groups.data(), rows, g.group_count, g.eps, g.norm_by_std,
                    mask.Data(), cols, out.Data());
     return out;
@@ -102,10 +104,15 @@ Napi::Value MemoryAdvantage(const Napi::CallbackInfo& info) {
     const int64_t rows = size_arg(info, 4, "rows", false), cols = size_arg(info, 5, "cols", false);
     check_spans(info, spans.data(), m, rows, cols);
     const GroupArgs g = group_args(info, m);
-    bool reused = false;  // pooled memory holds stale values, fresh pages are zeros
-    auto out = mempo::new_float32(info.Env(), size_t(rows * cols), false, &reused);
+    Napi::Float32Array out = out_arg(info, 8, "out", rows * cols, {region("memRewards", rewards)});
+    bool zeroed = false;  // a caller's array and pooled memory hold stale values, fresh pages are zeros
+    if (out.IsEmpty()) {
+      bool reused = false;
+      out = mempo::new_float32(info.Env(), size_t(rows * cols), false, &reused);
+      zeroed = !reused;
+    }
     MEMPO_DISPATCH(memory_advantage, rewards.Data(), g.groups.data(), m, g.group_count, g.eps, g.norm_by_std,
-                   spans.data(), rows, cols, !reused, out.Data());
+                   spans.data(), rows, cols, zeroed, out.Data());
     return out;
   });
 }

@@ -1,6 +1,7 @@
 // mempoAdvantages(scores, groups, groupCount, responseMask, rows, cols, memRewards, memGroups,
-// memGroupCount, spans, eps, normByStd, alpha) -> { outcome, memory, final }, each a
-// Float32Array[rows * cols]: the three advantages of docs/algorithm.md §5 in one call.
+// memGroupCount, spans, eps, normByStd, alpha, outcome?, memory?, final?) -> { outcome, memory,
+// final }, each a Float32Array[rows * cols]: the three advantages of docs/algorithm.md §5 in one
+// call, written into the caller's three arrays when given (all three or none), else new ones.
 #include <vector>
 
 #include "advantage_args.h"
@@ -31,15 +32,29 @@ Napi::Value MempoAdvantages(const Napi::CallbackInfo& info) {
     const double alpha = number_arg(info, 12, "alpha");
 
     const size_t n = size_t(rows * cols);
-    bool memory_reused = false;  // pooled memory holds stale values, fresh pages are zeros
-    auto outcome = mempo::new_float32(info.Env(), n, false);
-    auto memory = mempo::new_float32(info.Env(), n, false, &memory_reused);
-    auto final_adv = mempo::new_float32(info.Env(), n, false);
+    const bool given = !info[13].IsUndefined() || !info[14].IsUndefined() || !info[15].IsUndefined();
+    const Region in_scores = region("scores", scores), in_mask = region("responseMask", mask),
+                 in_rewards = region("memRewards", rewards);
+    Napi::Float32Array outcome, memory, final_adv;
+    bool memory_zeroed = false;  // a caller's array and pooled memory hold stale values, fresh pages are zeros
+    if (given) {
+      const int64_t len = rows * cols;
+      outcome = out_arg(info, 13, "outcome", len, {in_scores, in_mask, in_rewards}, false);
+      memory = out_arg(info, 14, "memory", len, {in_scores, in_mask, in_rewards, region("outcome", outcome)}, false);
+      final_adv = out_arg(info, 15, "final", len,
+                          {in_scores, in_mask, in_rewards, region("outcome", outcome), region("memory", memory)}, false);
+    } else {
+      bool memory_reused = false;
+      outcome = mempo::new_float32(info.Env(), n, false);
+      memory = mempo::new_float32(info.Env(), n, false, &memory_reused);
+      final_adv = mempo::new_float32(info.Env(), n, false);
+      memory_zeroed = !memory_reused;
+    }
     const AdvantageBatch batch{scores.Data(), groups.data(), group_count, mask.Data(), rows, cols,
                                rewards.Data(), mem_groups.data(), mem_group_count, spans.data(), m,
                                eps, norm_by_std, alpha};
     MEMPO_DISPATCH(mempo_advantages, batch,
-                   AdvantageResults{outcome.Data(), memory.Data(), final_adv.Data(), !memory_reused});
+                   AdvantageResults{outcome.Data(), memory.Data(), final_adv.Data(), memory_zeroed});
     Napi::Object out = Napi::Object::New(info.Env());
     out.Set("outcome", outcome);
     out.Set("memory", memory);

@@ -51,6 +51,22 @@ double number_arg(const Napi::CallbackInfo& info, size_t i, const char* arg) {
   return v.As<Napi::Number>().DoubleValue();
 }
 
+Napi::Float32Array out_arg(const Napi::CallbackInfo& info, size_t i, const char* arg, int64_t length,
+                           std::initializer_list<Region> inputs, bool optional) {
+  if (optional && info[i].IsUndefined()) return Napi::Float32Array();
+  auto out = typed_arg<float>(info, i, arg, napi_float32_array, length);
+  const auto* begin = reinterpret_cast<const uint8_t*>(out.Data());
+  const uint8_t* end = begin + out.ByteLength();
+  for (const Region& r : inputs) {
+    const auto* b = static_cast<const uint8_t*>(r.data);
+    if (r.bytes > 0 && begin < end && begin < b + r.bytes && b < end) {
+      range_error(info.Env(), "a Float32Array of length " + std::to_string(length) + " that shares no memory with " + r.name,
+                  arg, std::string("a Float32Array over the memory of ") + r.name);
+    }
+  }
+  return out;
+}
+
 int code_arg(const Napi::CallbackInfo& info, size_t i, const char* arg, int count, const char* what) {
   const double d = number_arg(info, i, arg);
   if (!(d >= 0 && d < count) || d != static_cast<double>(static_cast<int>(d))) {

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <exception>
+#include <initializer_list>
 #include <new>
 #include <cstring>
 #include <string>
@@ -54,6 +55,24 @@ inline std::vector<int32_t> read_once(const Napi::TypedArrayOf<int32_t>& ta) {
   if (!copy.empty()) std::memcpy(copy.data(), ta.Data(), copy.size() * sizeof(int32_t));
   return copy;
 }
+
+// The bytes an input occupies, named, for the overlap check of a caller's result (out_arg).
+struct Region {
+  const char* name;
+  const void* data;
+  size_t bytes;
+};
+
+template <typename T>
+Region region(const char* name, const Napi::TypedArrayOf<T>& ta) {
+  return Region{name, ta.IsEmpty() ? nullptr : ta.Data(), ta.IsEmpty() ? 0 : ta.ByteLength()};
+}
+
+// info[i], a caller-owned result the kernel overwrites: a Float32Array of exactly `length`
+// elements sharing no byte with any of `inputs` (read in place while it is written, or written
+// alongside it). With `optional`, undefined gives an empty handle (the caller allocates instead).
+Napi::Float32Array out_arg(const Napi::CallbackInfo& info, size_t i, const char* arg, int64_t length,
+                           std::initializer_list<Region> inputs, bool optional = true);
 
 // info[i] as an integer code in [0, count).
 int code_arg(const Napi::CallbackInfo& info, size_t i, const char* arg, int count, const char* what);

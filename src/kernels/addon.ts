@@ -28,6 +28,8 @@ export interface NativeAddon {
     cols: number,
     eps: number,
     normByStd: boolean,
+    /** The caller's result, overwritten whole and returned; absent: a new array. */
+    out?: Float32Array,
   ): Float32Array;
   memoryAdvantage(
     memRewards: Float64Array,
@@ -38,6 +40,8 @@ export interface NativeAddon {
     cols: number,
     eps: number,
     normByStd: boolean,
+    /** The caller's result, overwritten whole and returned; absent: a new array. */
+    out?: Float32Array,
   ): Float32Array;
   ppoPolicyLoss(
     logp: Float32Array,

@@ -12,6 +12,7 @@ export { ppoPolicyLoss, AGG_MODES, KL_TYPES } from './ppo-policy-loss';
 export type { Backend, NativeDeviceBuffer, NativeInfo } from './backend';
 export type { FormatResult, ComputeScoreOptions } from './outcome-reward';
 export type { AnswerProbabilityOptions, MemoryRewards } from './answer-probability';
-export type { GroupNormOptions } from './outcome-advantage';
+export type { GroupNormOptions, OutcomeAdvantageOptions } from './outcome-advantage';
+export type { ResultOptions } from './result';
 export type { MemoryAdvantageOptions, MemGrouping } from './memory-advantage';
 export type { PpoPolicyLossInput, PpoPolicyLossResult, AggMode, KlType } from './ppo-policy-loss';

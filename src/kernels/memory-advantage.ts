@@ -2,12 +2,12 @@ import { nativeAddon } from './backend';
 import { denseGroups, pairGroups } from './groups';
 import { checkFiniteVector, checkOptions, checkSize, checkTyped, optEnum, rangeError, Shown, typeError } from '../validate';
 import { checkGroupRange, groupNormalize } from './group-normalize';
-import { checkResultSize, newResult } from './result';
+import { checkOut, checkResultSize, newResult, type ResultOptions } from './result';
 import { GroupNormOptions, readGroupNorm } from './outcome-advantage';
 
 export type MemGrouping = 'question' | 'question-round';
 
-export interface MemoryAdvantageOptions extends GroupNormOptions {
+export interface MemoryAdvantageOptions extends GroupNormOptions, ResultOptions {
   /** 'question' (default): pool every memory reward of a uid; 'question-round': per round index. */
   memGrouping?: MemGrouping;
   /** Round index of each memory reward (Int32Array[M]); required for 'question-round'. */
@@ -49,7 +49,8 @@ export function checkSpans(spans: Int32Array, M: number, B: number, T: number): 
 /**
  * Memory advantage (docs/algorithm.md §5). memRewards[M], memGroups[M] (uids), spans Int32Array[M*3] of
  * (row, start, end exclusive) → Float32Array[B*T]: memory rewards normalised within their
- * uid (or uid × round), each written onto its own mem span; zero elsewhere.
+ * uid (or uid × round), each written onto its own mem span; zero elsewhere. opts.out
+ * (Float32Array[B*T]) receives the result, zeros included, and is returned.
  */
 export function memoryAdvantage(
   memRewards: Float32Array | Float64Array | number[],
@@ -66,7 +67,7 @@ export function memoryAdvantage(
   const M = r.length;
   const g = denseGroups(memGroups, 'memGroups', M, `M = ${M}`);
   checkTyped(spans, Int32Array, 'spans', M * 3, `M*3 = ${M * 3}`);
-  const o = checkOptions(opts, 'opts', ['eps', 'normByStd', 'memGrouping', 'rounds']);
+  const o = checkOptions(opts, 'opts', ['eps', 'normByStd', 'memGrouping', 'rounds', 'out']);
   const { eps, normByStd } = readGroupNorm(o);
   const grouping = optEnum(o, 'memGrouping', 'opts', ['question', 'question-round'] as const, 'question');
   let groups = g;
@@ -76,13 +77,14 @@ export function memoryAdvantage(
     if (grouping === 'question-round') groups = pairGroups(g.ids, rounds);
   }
   checkSpans(spans, M, B, T);
+  const given = o.out === undefined ? undefined : checkOut(o.out, 'opts.out', B * T, `batch*seqLen = ${B * T}`, { memRewards, memGroups, spans, 'opts.rounds': o.rounds });
   checkGroupRange(r, groups.ids, groups.count, eps, normByStd, 'memRewards');
 
   const addon = nativeAddon();
-  if (addon) return addon.memoryAdvantage(r, groups.ids, groups.count, spans, B, T, eps, normByStd);
+  if (addon) return addon.memoryAdvantage(r, groups.ids, groups.count, spans, B, T, eps, normByStd, given);
 
   const adv = groupNormalize(r, groups.ids, groups.count, eps, normByStd);
-  const out = newResult(B * T);
+  const out = given?.fill(0) ?? newResult(B * T);
   for (let m = 0; m < M; m++) {
     const base = spans[3 * m]! * T;
     out.fill(adv[m]!, base + spans[3 * m + 1]!, base + spans[3 * m + 2]!);

@@ -4,7 +4,7 @@ import { denseGroups, pairGroups, type DenseGroups } from './groups';
 import { checkFiniteVector, checkOptions, checkSize, checkTyped, optBoolean, optEnum, optNumber, typeError } from '../validate';
 import { checkGroupRange, groupNormalize } from './group-normalize';
 import { checkSpans, type MemGrouping } from './memory-advantage';
-import { checkResultSize, newResult } from './result';
+import { checkOut, checkResultSize, newResult } from './result';
 
 export interface MempoAdvantagesInput {
   /** Outcome scores of the B trajectories (docs/algorithm.md §3). */
@@ -27,6 +27,11 @@ export interface MempoAdvantagesInput {
   rounds?: Int32Array;
   /** final = outcome + alpha · memory (default 1). */
   alpha?: number;
+  /**
+   * Caller-owned results, each a Float32Array[B*seqLen] overwritten whole and returned (a
+   * trainer reuses them per micro-batch: no allocation). No two share memory, nor any with an input.
+   */
+  out?: MempoAdvantages;
 }
 
 /** The three advantages of a batch, each Float32Array[B*seqLen]. */
@@ -41,11 +46,23 @@ type StageAddon = NativeAddon & {
   mempoAdvantages?(
     scores: Float64Array, groups: Int32Array, groupCount: number, responseMask: Uint8Array, rows: number, cols: number,
     memRewards: Float64Array, memGroups: Int32Array, memGroupCount: number, spans: Int32Array,
-    eps: number, normByStd: boolean, alpha: number,
+    eps: number, normByStd: boolean, alpha: number, outcome?: Float32Array, memory?: Float32Array, final?: Float32Array,
   ): MempoAdvantages;
 };
 
-const KNOWN = ['scores', 'groups', 'responseMask', 'seqLen', 'memRewards', 'memGroups', 'spans', 'eps', 'normByStd', 'memGrouping', 'rounds', 'alpha'];
+const KNOWN = ['scores', 'groups', 'responseMask', 'seqLen', 'memRewards', 'memGroups', 'spans', 'eps', 'normByStd', 'memGrouping', 'rounds', 'alpha', 'out'];
+
+/** input.out checked: three Float32Array[n], apart from each other and from the inputs. */
+function givenResults(o: Record<string, unknown>, n: number, shape: string): MempoAdvantages | undefined {
+  if (o.out === undefined) return undefined;
+  if (typeof o.out !== 'object' || o.out === null || ArrayBuffer.isView(o.out) || Array.isArray(o.out)) throw typeError('an object { outcome, memory, final } of Float32Arrays', 'input.out', o.out);
+  const r = checkOptions(o.out, 'input.out', ['outcome', 'memory', 'final']);
+  const inputs = { scores: o.scores, groups: o.groups, responseMask: o.responseMask, memRewards: o.memRewards, memGroups: o.memGroups, spans: o.spans, 'input.rounds': o.rounds };
+  const outcome = checkOut(r.outcome, 'input.out.outcome', n, shape, inputs);
+  const memory = checkOut(r.memory, 'input.out.memory', n, shape, { ...inputs, 'input.out.outcome': outcome });
+  const final = checkOut(r.final, 'input.out.final', n, shape, { ...inputs, 'input.out.outcome': outcome, 'input.out.memory': memory });
+  return { outcome, memory, final };
+}
 
 /** memGroups as memoryAdvantage groups them: by uid, or by (uid, round) for 'question-round'. */
 function memoryGroups(o: Record<string, unknown>, M: number): DenseGroups {
@@ -61,7 +78,7 @@ function memoryGroups(o: Record<string, unknown>, M: number): DenseGroups {
  * The outcome, memory and final advantages of one batch in one call (docs/algorithm.md §5): the
  * results of grpoOutcomeAdvantage, memoryAdvantage and finalAdvantage on the same inputs, bit for
  * bit, with each [B, T] result written once (native: one pass per row, no zero-filled memory
- * array to add afterwards).
+ * array to add afterwards). input.out receives them in place of new arrays.
  */
 export function mempoAdvantages(input: MempoAdvantagesInput): MempoAdvantages {
   if (typeof input !== 'object' || input === null) throw typeError('an object { scores, groups, responseMask, seqLen, memRewards, memGroups, spans, … }', 'input', input);
@@ -80,27 +97,30 @@ export function mempoAdvantages(input: MempoAdvantagesInput): MempoAdvantages {
   const normByStd = optBoolean(o, 'normByStd', 'input', true);
   const alpha = optNumber(o, 'alpha', 'input', 1, Number.isFinite, 'a finite number');
   checkSpans(spans, M, B, T);
+  const n = B * T;
+  const given = givenResults(o, n, `B*T = ${n}`);
   checkGroupRange(s, g.ids, g.count, eps, normByStd, 'scores');
   checkGroupRange(r, mg.ids, mg.count, eps, normByStd, 'memRewards');
 
   const addon = nativeAddon() as StageAddon | null;
-  if (addon?.mempoAdvantages) return addon.mempoAdvantages(s, g.ids, g.count, mask, B, T, r, mg.ids, mg.count, spans, eps, normByStd, alpha);
+  if (addon?.mempoAdvantages) {
+    return addon.mempoAdvantages(s, g.ids, g.count, mask, B, T, r, mg.ids, mg.count, spans, eps, normByStd, alpha, given?.outcome, given?.memory, given?.final);
+  }
 
   // The JS twin: the three kernels' own loops, so it is the separate path by construction.
-  const n = B * T;
   const ao = groupNormalize(s, g.ids, g.count, eps, normByStd);
   const am = groupNormalize(r, mg.ids, mg.count, eps, normByStd);
-  const outcome = newResult(n);
-  const memory = newResult(n);
-  const final = newResult(n);
+  const outcome = given?.outcome ?? newResult(n);
+  const memory = given?.memory.fill(0) ?? newResult(n);
+  const final = given?.final ?? newResult(n);
   for (let b = 0; b < B; b++) {
     const a = ao[b]!;
-    for (let t = b * T; t < (b + 1) * T; t++) if (mask[t] !== 0) outcome[t] = a;
+    for (let t = b * T; t < (b + 1) * T; t++) outcome[t] = mask[t] !== 0 ? a : 0;
   }
   for (let m = 0; m < M; m++) {
     const base = spans[3 * m]! * T;
     memory.fill(am[m]!, base + spans[3 * m + 1]!, base + spans[3 * m + 2]!);
   }
-  for (let i = 0; i < n; i++) if (mask[i] !== 0) final[i] = outcome[i]! + alpha * memory[i]!;
+  for (let i = 0; i < n; i++) final[i] = mask[i] !== 0 ? outcome[i]! + alpha * memory[i]! : 0;
   return { outcome, memory, final };
 }
