@@ -1,7 +1,8 @@
 // Run-time CPU dispatch: the shipped binary is built for baseline x86-64 and enters AVX2+FMA
 // (or AVX-512 F/BW/DQ/VL) code only when the CPU reports it (no -march=native anywhere).
 // MEMPO_SIMD=scalar|avx2|avx512, read once per process, caps the path (never above what the
-// CPU has): scalar turns off every kernel's AVX2 code, avx2 the AVX-512 gather only.
+// CPU has): scalar turns off every kernel's AVX2 code, avx2 the AVX-512 code (the gather, the
+// advantages' row writers).
 #pragma once
 #include <cstdlib>
 #include <cstring>

@@ -73,7 +73,7 @@ export interface NativeAddon {
 }
 
 export interface NativeInfo {
-  /** CPU SIMD path of the CPU kernels ('avx512': gatherLogProbs's, the others use AVX2 | 'avx2' | 'scalar'; MEMPO_SIMD caps it) and their thread count. */
+  /** CPU SIMD path of the CPU kernels ('avx512': gatherLogProbs and the advantages' writes, the others use AVX2 | 'avx2' | 'scalar'; MEMPO_SIMD caps it) and their thread count. */
   simd: string;
   threads: number;
   /** True when this is a CUDA build and a CUDA device is usable. */

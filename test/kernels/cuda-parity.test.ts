@@ -251,6 +251,43 @@ describe('advantages: CUDA = CPU = JS', () => {
   });
 });
 
+describe('caller-owned results (out) on CUDA', () => {
+  gpuIt('grpoOutcomeAdvantage, memoryAdvantage and mempoAdvantages write the fresh results into stale arrays', () => {
+    const r = rng(23);
+    const B = 48, T = 777, n = B * T;
+    const scores = Array.from({ length: B }, () => (r() < 0.4 ? 1 : r()));
+    const groups = Int32Array.from({ length: B }, (_, i) => (i === 5 ? 47 : Math.floor(i / 16)));
+    const responseMask = new Uint8Array(n).map(() => (r() < 0.85 ? 1 : 0));
+    const spans = new Int32Array(B * 2 * 3);
+    for (let m = 0; m < B * 2; m++) {
+      const s = (m % 2) * 400 + Math.floor(r() * 300);
+      spans.set([m >> 1, s, s + 1 + Math.floor(r() * 60)], 3 * m);
+    }
+    const memRewards = Array.from({ length: B * 2 }, () => r() - 0.5);
+    const memGroups = Int32Array.from({ length: B * 2 }, (_, m) => Math.floor(m / 32));
+    const stale = () => new Float32Array(n).fill(NaN);
+    const input = { scores, groups, responseMask, seqLen: T, memRewards, memGroups, spans, alpha: 0.5 };
+    const run = (withOut: boolean) => {
+      const outs = withOut ? { grpo: stale(), memory: stale(), stage: { outcome: stale(), memory: stale(), final: stale() } } : null;
+      const grpo = api.grpoOutcomeAdvantage(scores, groups, responseMask, T, outs ? { out: outs.grpo } : undefined);
+      const memory = api.memoryAdvantage(memRewards, memGroups, spans, B, T, outs ? { out: outs.memory } : undefined);
+      const stage = api.mempoAdvantages(outs ? { ...input, out: outs.stage } : input);
+      if (outs) {
+        expect(grpo).toBe(outs.grpo);
+        expect(memory).toBe(outs.memory);
+        expect(stage.final).toBe(outs.stage.final);
+      }
+      return [grpo, memory, stage.outcome, stage.memory, stage.final];
+    };
+    const fresh = onAll(() => run(false));
+    const given = onAll(() => run(true));
+    for (let k = 0; k < 5; k++) {
+      expect(Buffer.compare(Buffer.from(given.cuda[k]!.buffer), Buffer.from(fresh.cuda[k]!.buffer))).toBe(0);
+      agree({ cuda: given.cuda[k]!, cpu: given.cpu[k]!, js: given.js[k]! });
+    }
+  });
+});
+
 describe('ppoPolicyLoss: CUDA = CPU = JS', () => {
   gpuIt('every aggregation mode and KL type, dual clip, an empty row, clamped ratios', () => {
     const r = rng(23);
