@@ -5,8 +5,11 @@
 // the parent writes each case's inputs once (seeded) into a temp dir both read, then runs
 // interleaved rounds (mempo, torch, mempo, torch, ...), each child timing `--reps` calls per
 // round; the figures are medians over all calls. Every output is checked against torch's within
-// float32 rounding. Skipped, saying why, when no Python with torch is found (MEMPO_PYTHON,
-// python3, /usr/bin/python3).
+// float32 rounding. The [B, T] advantages (grpo, stage) are timed two ways, interleaved call by
+// call: into arrays the child allocated once (`out`, as a trainer reusing its buffers per
+// micro-batch calls them: the ratio's figure) and into new arrays (the allocating call, kept
+// beside it); the two results must be identical bit for bit. Skipped, saying why, when no Python
+// with torch is found (MEMPO_PYTHON, python3, /usr/bin/python3).
 // Flags: --rounds 5, --reps (per round; default by case), --quick (small shapes only),
 // --threads 1,2, --only name-substring, --json.
 import { execFileSync, spawn } from 'node:child_process';
@@ -81,27 +84,39 @@ function writeInputs(c, dir) {
 }
 
 // --- the mempo child ---------------------------------------------------------------------------------
-/** mempo's call for a case, through the public API on the native backend (integer group ids). */
+/**
+ * mempo's calls for a case, through the public API on the native backend (integer group ids):
+ * `alloc` returns new arrays; `out` (the [B, T] advantages) writes into arrays allocated once,
+ * as a trainer that reuses its buffers per micro-batch calls it.
+ */
 function mempoCall(c, dir) {
   if (c.kind === 'gather') {
     const logits = readF32(dir, 'logits'), targets = readBin(dir, 'targets', Int32Array);
-    return { run: () => mempo.gatherLogProbs(logits, targets, c.R, c.V), save: (o) => ({ out: o }) };
+    return { runs: { alloc: () => mempo.gatherLogProbs(logits, targets, c.R, c.V) }, save: (o) => ({ out: o }) };
   }
   if (c.kind === 'grpo' || c.kind === 'stage') {
     const scores = readBin(dir, 'scores', Float64Array), groups = readBin(dir, 'groups', Int32Array);
     const mask = readBin(dir, 'mask', Uint8Array);
-    if (c.kind === 'grpo') return { run: () => mempo.grpoOutcomeAdvantage(scores, groups, mask, c.T), save: (o) => ({ out: o }) };
+    const n = c.B * c.T;
+    if (c.kind === 'grpo') {
+      const out = new Float32Array(n);
+      return {
+        runs: { out: () => mempo.grpoOutcomeAdvantage(scores, groups, mask, c.T, { out }), alloc: () => mempo.grpoOutcomeAdvantage(scores, groups, mask, c.T) },
+        save: (o) => ({ out: o }),
+      };
+    }
     const input = {
       scores, groups, responseMask: mask, seqLen: c.T, alpha: c.alpha,
       memRewards: readBin(dir, 'rewards', Float64Array), memGroups: readBin(dir, 'memGroups', Int32Array), spans: readBin(dir, 'spans', Int32Array),
     };
-    return { run: () => mempo.mempoAdvantages(input), save: (o) => o };
+    const withOut = { ...input, out: { outcome: new Float32Array(n), memory: new Float32Array(n), final: new Float32Array(n) } };
+    return { runs: { out: () => mempo.mempoAdvantages(withOut), alloc: () => mempo.mempoAdvantages(input) }, save: (o) => o };
   }
   const input = {
     logp: readF32(dir, 'logp'), oldLogp: readF32(dir, 'oldLogp'), advantages: readF32(dir, 'advantages'),
     mask: readBin(dir, 'mask', Uint8Array), rows: c.rows, cols: c.cols, clipC: 3,
   };
-  return { run: () => mempo.ppoPolicyLoss(input), save: (o) => ({ loss: Float32Array.of(o.loss), grad: o.grad }) };
+  return { runs: { alloc: () => mempo.ppoPolicyLoss(input) }, save: (o) => ({ loss: Float32Array.of(o.loss), grad: o.grad }) };
 }
 
 // Each call after one event-loop turn, as a trainer's step makes between calls (the addon's
@@ -114,17 +129,24 @@ async function child() {
   for await (const line of createInterface({ input: process.stdin })) {
     const cmd = JSON.parse(line);
     if (cached?.name !== cmd.case.name) cached = { name: cmd.case.name, call: mempoCall(cmd.case, cmd.dir) };
-    const { run, save } = cached.call;
-    const first = run();
-    if (cmd.save) for (const [part, a] of Object.entries(save(first))) bin(cmd.dir, `mempo-${part}`, a);
-    const times = [];
-    for (let i = 0; i < cmd.reps; i++) {
-      await turn();
-      const t0 = process.hrtime.bigint();
-      run();
-      times.push(Number(process.hrtime.bigint() - t0) / 1e9);
+    const { runs, save } = cached.call;
+    const names = Object.keys(runs);
+    if (cmd.save) {
+      // The out path's result is what is compared with torch (where both exist, they are also compared with each other).
+      const first = runs[names[0]]();
+      for (const [part, a] of Object.entries(save(first))) bin(cmd.dir, `mempo-${part}`, a);
+      if (names.length > 1) for (const [part, a] of Object.entries(save(runs[names[1]]()))) bin(cmd.dir, `mempo-${names[1]}-${part}`, a);
     }
-    process.stdout.write(JSON.stringify({ times: { mempo: times }, info: mempo.nativeInfo() }) + '\n');
+    const times = Object.fromEntries(names.map((v) => [v, []]));
+    for (let i = 0; i < cmd.reps; i++) {
+      for (const v of names) { // the variants interleaved call by call
+        await turn();
+        const t0 = process.hrtime.bigint();
+        runs[v]();
+        times[v].push(Number(process.hrtime.bigint() - t0) / 1e9);
+      }
+    }
+    process.stdout.write(JSON.stringify({ times, info: mempo.nativeInfo() }) + '\n');
   }
 }
 
@@ -201,13 +223,13 @@ async function parent() {
       const reps = Number(value('--reps', String(c.reps)));
       for (const t of threadCounts) {
         const { mempo: m, torch: p } = kids[t];
-        const times = { mempo: [] }, variantTimes = {};
-        let errors = null;
+        const mempoTimes = {}, variantTimes = {};
+        let errors = null, outEqualsAlloc = null;
         for (let k = 0; k < rounds; k++) {
           const save = k === 0;
           const a = await m.ask({ case: c, dir: caseDir, reps, save });
           const b = await p.ask({ case: c, dir: caseDir, reps, save });
-          times.mempo.push(...a.times.mempo);
+          for (const [v, ts] of Object.entries(a.times)) (mempoTimes[v] ??= []).push(...ts);
           for (const [v, ts] of Object.entries(b.times)) (variantTimes[v] ??= []).push(...ts);
           if (save) {
             errors = {};
@@ -215,16 +237,26 @@ async function parent() {
             for (const v of Object.keys(b.times)) {
               errors[v] = Math.max(...parts.map((part) => relError(readF32(caseDir, `mempo-${part}`), readF32(caseDir, `torch-${v}-${part}`))));
             }
+            if (a.times.alloc && a.times.out) {
+              outEqualsAlloc = parts.every((part) => Buffer.compare(readFileSync(path.join(caseDir, `mempo-${part}.bin`)), readFileSync(path.join(caseDir, `mempo-alloc-${part}.bin`))) === 0);
+            }
           }
         }
-        const mempoMs = median(times.mempo) * 1e3;
+        // The trainer's path (out) where the kernel has one; the allocating call's figure beside it.
+        const mempoMs = median(mempoTimes.out ?? mempoTimes.alloc) * 1e3;
+        const allocMs = median(mempoTimes.alloc) * 1e3;
         const torchMs = Object.fromEntries(Object.entries(variantTimes).map(([v, ts]) => [v, median(ts) * 1e3]));
         const [bestVariant, bestMs] = Object.entries(torchMs).sort((x, y) => x[1] - y[1])[0];
         const maxError = Math.max(...Object.values(errors));
-        const row = { case: c.name, threads: t, mempoMs, torchMs, torchBest: bestVariant, ratio: bestMs / mempoMs, errors, equal: maxError <= 1e-5 };
+        const row = {
+          case: c.name, threads: t, mempoPath: mempoTimes.out ? 'out' : 'alloc', mempoMs, torchMs, torchBest: bestVariant, ratio: bestMs / mempoMs,
+          ...(mempoTimes.out && { mempoAllocMs: allocMs, ratioAlloc: bestMs / allocMs, outEqualsAlloc }),
+          errors, equal: maxError <= 1e-5 && outEqualsAlloc !== false,
+        };
         results.push(row);
         log(
-          `${c.name.padEnd(28)} ${t} thr  mempo ${fmt(mempoMs)}  torch ${Object.entries(torchMs).map(([v, ms]) => `${v} ${fmt(ms)}`).join(', ')}` +
+          `${c.name.padEnd(28)} ${t} thr  mempo ${fmt(mempoMs)}${mempoTimes.out ? ` (out; new arrays ${fmt(allocMs)}, ratio ${row.ratioAlloc.toFixed(2)}x)` : ''}` +
+            `  torch ${Object.entries(torchMs).map(([v, ms]) => `${v} ${fmt(ms)}`).join(', ')}` +
             `  ratio ${row.ratio.toFixed(2)}x  error ${maxError.toExponential(1)}${row.equal ? '' : '  NOT EQUAL'}`,
         );
       }

@@ -33,12 +33,20 @@ describe('bench:peer', () => {
       encoding: 'utf8',
       timeout: 120000,
     });
-    const r = JSON.parse(out) as { results: { case: string; equal: boolean; ratio: number; errors: Record<string, number> }[] };
+    type Row = { case: string; equal: boolean; ratio: number; errors: Record<string, number>; mempoPath: string; mempoAllocMs?: number; outEqualsAlloc?: boolean };
+    const r = JSON.parse(out) as { results: Row[] };
     expect(r.results.map((x) => x.case)).toEqual(['gather R=16 V=151936', 'gather R=16 V=3072', 'grpo B=16 T=64', 'ppo 16x64']);
     for (const x of r.results) {
       expect(x.equal).toBe(true);
       expect(x.ratio).toBeGreaterThan(0);
       expect(Object.keys(x.errors).length).toBeGreaterThan(0);
+      // The [B, T] advantages are timed into reused arrays (a trainer's out) and into new ones, same bits.
+      const advantage = x.case.startsWith('grpo');
+      expect(x.mempoPath).toBe(advantage ? 'out' : 'alloc');
+      if (advantage) {
+        expect(x.outEqualsAlloc).toBe(true);
+        expect(x.mempoAllocMs).toBeGreaterThan(0);
+      }
     }
   });
 });
