@@ -17,10 +17,17 @@ export function packageVersion(): string {
   return (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string }).version;
 }
 
-/** The embedded assets inside the installed package: `EMBEDDED.model()`, `.corpus()`, `.split('train' | 'dev' | 'test')`, `.learner()`. */
+/**
+ * The embedded assets inside the installed package: `EMBEDDED.model()`, `.corpus()`,
+ * `.split('train' | 'dev' | 'test' | 'train-pages' | 'dev-pages' | 'test-pages')`, the page world's
+ * `.corpusPages()` (the corpus with each document's URL) and `.pages()` (the page tool's pages,
+ * built for `tool.pageChunkChars` 1,000), `.learner()`.
+ */
 export const EMBEDDED = {
   model: () => join(packageRoot(), 'models', 'mempo-tiny'),
   corpus: () => join(packageRoot(), 'data', 'world', 'corpus.jsonl'),
+  corpusPages: () => join(packageRoot(), 'data', 'world', 'corpus-pages.jsonl'),
+  pages: () => join(packageRoot(), 'data', 'world', 'pages.jsonl'),
   split: (name: string) => join(packageRoot(), 'data', 'world', `${name}.jsonl`),
   /** The torch reference learner's Python package folder (PYTHONPATH), docs/learner.md. */
   learner: () => join(packageRoot(), 'learner'),

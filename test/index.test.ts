@@ -3,7 +3,7 @@
  * drops or renames one (or exports a type where a function was) fails here. The list is written
  * out, not read from src/index.ts.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as api from '../src';
 
@@ -36,10 +36,15 @@ describe('package root exports', () => {
   });
 
   it('exports EMBEDDED: the model, corpus and question splits inside the package', () => {
-    const e = exported.EMBEDDED as { model(): string; corpus(): string; split(n: string): string; learner(): string };
+    const e = exported.EMBEDDED as { model(): string; corpus(): string; corpusPages(): string; pages(): string; split(n: string): string; learner(): string };
     for (const p of [join(e.model(), 'model.onnx'), e.corpus(), e.split('train'), e.split('dev'), e.split('test'), join(e.learner(), 'mempo_learner', '__main__.py')]) {
       expect(existsSync(p)).toBe(true);
     }
+    // the page world: its corpus names each document's page, and that page is in the pages file
+    expect([e.corpusPages(), e.pages(), e.split('test-pages')].map((p) => p.split(/[\\/]/).slice(-3).join('/')))
+      .toEqual(['data/world/corpus-pages.jsonl', 'data/world/pages.jsonl', 'data/world/test-pages.jsonl']);
+    const first = JSON.parse(readFileSync(e.corpusPages(), 'utf8').split('\n')[0]!) as { url: string };
+    expect(readFileSync(e.pages(), 'utf8').includes(`"url":"${first.url}"`)).toBe(true);
   });
 
   it('exports the loss enums as lists', () => {
