@@ -1,14 +1,14 @@
 // `npm run bench:peer`: mempo's kernels against torch running the same math the way verl writes
 // it (bench/peer.py: verl's own formulas, plus the fastest vectorised torch form of each), on the
 // same inputs, one thread each and two threads each (MEMPO_THREADS=1/2, torch.set_num_threads(1/2)).
-// Two long-lived children per thread count, one mempo (this script with --child) and one torch;
-// the parent writes each case's inputs once (seeded) into a temp dir both read, then runs
-// interleaved rounds (mempo, torch, mempo, torch, ...), each child timing `--reps` calls per
+// Long-lived children per thread count, two mempo (this script with --child: out and alloc) and
+// one torch; the parent writes each case's inputs once (seeded) into a temp dir all read, then
+// runs interleaved rounds (mempo, torch, mempo, torch, ...), each child timing `--reps` calls per
 // round; the figures are medians over all calls. Every output is checked against torch's within
-// float32 rounding. The [B, T] advantages (grpo, stage) are timed two ways, interleaved call by
-// call: into arrays the child allocated once (`out`, as a trainer reusing its buffers per
-// micro-batch calls them: the ratio's figure) and into new arrays (the allocating call, kept
-// beside it); the two results must be identical bit for bit. Skipped, saying why, when no Python
+// float32 rounding. The [B, T] advantages (grpo, stage) are timed two ways, each in its own
+// child, interleaved round by round: into arrays the child allocated once (`out`, as a trainer
+// reusing its buffers per micro-batch calls them: the ratio's figure) and into new arrays (the
+// allocating call, kept beside it); the two results must be identical bit for bit. Skipped, saying why, when no Python
 // with torch is found (MEMPO_PYTHON, python3, /usr/bin/python3).
 // Flags: --rounds 5, --reps (per round; default by case), --quick (small shapes only),
 // --threads 1,2, --only name-substring, --json.
@@ -129,24 +129,17 @@ async function child() {
   for await (const line of createInterface({ input: process.stdin })) {
     const cmd = JSON.parse(line);
     if (cached?.name !== cmd.case.name) cached = { name: cmd.case.name, call: mempoCall(cmd.case, cmd.dir) };
-    const { runs, save } = cached.call;
-    const names = Object.keys(runs);
-    if (cmd.save) {
-      // The out path's result is what is compared with torch (where both exist, they are also compared with each other).
-      const first = runs[names[0]]();
-      for (const [part, a] of Object.entries(save(first))) bin(cmd.dir, `mempo-${part}`, a);
-      if (names.length > 1) for (const [part, a] of Object.entries(save(runs[names[1]]()))) bin(cmd.dir, `mempo-${names[1]}-${part}`, a);
-    }
-    const times = Object.fromEntries(names.map((v) => [v, []]));
+    const run = cached.call.runs[cmd.variant];
+    const first = run();
+    if (cmd.save) for (const [part, a] of Object.entries(cached.call.save(first))) bin(cmd.dir, `${cmd.prefix}-${part}`, a);
+    const times = [];
     for (let i = 0; i < cmd.reps; i++) {
-      for (const v of names) { // the variants interleaved call by call
-        await turn();
-        const t0 = process.hrtime.bigint();
-        runs[v]();
-        times[v].push(Number(process.hrtime.bigint() - t0) / 1e9);
-      }
+      await turn();
+      const t0 = process.hrtime.bigint();
+      run();
+      times.push(Number(process.hrtime.bigint() - t0) / 1e9);
     }
-    process.stdout.write(JSON.stringify({ times, info: mempo.nativeInfo() }) + '\n');
+    process.stdout.write(JSON.stringify({ times: { [cmd.variant]: times }, info: mempo.nativeInfo() }) + '\n');
   }
 }
 
@@ -214,7 +207,10 @@ async function parent() {
   let caseDir = null;
   try {
     const kids = Object.fromEntries(threadCounts.map((t) => [t, {
-      mempo: worker(process.execPath, [script, '--child'], { ...process.env, MEMPO_THREADS: String(t), MEMPO_BACKEND: 'native' }),
+      // One process per mempo variant: the allocating calls' garbage (and the GCs it schedules) must
+      // not land in the out calls' timings, as it did when both ran call by call in one process.
+      mempoOut: worker(process.execPath, [script, '--child'], { ...process.env, MEMPO_THREADS: String(t), MEMPO_BACKEND: 'native' }),
+      mempoAlloc: worker(process.execPath, [script, '--child'], { ...process.env, MEMPO_THREADS: String(t), MEMPO_BACKEND: 'native' }),
       torch: worker(found.python, [path.join(root, 'bench', 'peer.py'), String(t)], { ...process.env, OMP_NUM_THREADS: String(t) }),
     }]));
     for (const c of cases) {
@@ -222,12 +218,15 @@ async function parent() {
       writeInputs(c, caseDir);
       const reps = Number(value('--reps', String(c.reps)));
       for (const t of threadCounts) {
-        const { mempo: m, torch: p } = kids[t];
+        const { mempoOut, mempoAlloc, torch: p } = kids[t];
+        const hasOut = c.kind === 'grpo' || c.kind === 'stage';
         const mempoTimes = {}, variantTimes = {};
         let errors = null, outEqualsAlloc = null;
         for (let k = 0; k < rounds; k++) {
           const save = k === 0;
-          const a = await m.ask({ case: c, dir: caseDir, reps, save });
+          const a = { times: {} };
+          if (hasOut) Object.assign(a.times, (await mempoOut.ask({ case: c, dir: caseDir, reps, save, variant: 'out', prefix: 'mempo' })).times);
+          Object.assign(a.times, (await mempoAlloc.ask({ case: c, dir: caseDir, reps, save, variant: 'alloc', prefix: hasOut ? 'mempo-alloc' : 'mempo' })).times);
           const b = await p.ask({ case: c, dir: caseDir, reps, save });
           for (const [v, ts] of Object.entries(a.times)) (mempoTimes[v] ??= []).push(...ts);
           for (const [v, ts] of Object.entries(b.times)) (variantTimes[v] ??= []).push(...ts);
@@ -263,7 +262,7 @@ async function parent() {
       rmSync(caseDir, { recursive: true, force: true });
       caseDir = null;
     }
-    for (const k of Object.values(kids)) { k.mempo.close(); k.torch.close(); }
+    for (const k of Object.values(kids)) { k.mempoOut.close(); k.mempoAlloc.close(); k.torch.close(); }
   } finally {
     if (caseDir) rmSync(caseDir, { recursive: true, force: true });
   }
