@@ -1,6 +1,6 @@
 """training/train.py's checkpoint and --resume: a stage killed after a checkpoint and run again
 continues to the same weights and loss curve as one uninterrupted run; a checkpoint written with
-other flags is refused by name; a checkpoint file that is a code-running pickle is refused without
+other flags, or on other samples, is refused by name; a checkpoint file that is a code-running pickle is refused without
 running it (torch.load weights_only).
 
     PYTHONPATH=learner:training /usr/bin/python3 -m unittest discover -s test/python -p 'test_training_resume.py'
@@ -48,11 +48,13 @@ class Resume(unittest.TestCase):
     def tearDownClass(cls):
         shutil.rmtree(cls.tmp)
 
-    def train(self, run_dir, *extra):
-        args = [sys.executable, TRAIN, "--steps", "6", "--checkpoint-every", "3", "--worlds", "1", "--per-world", "1",
+    def train_args(self, run_dir, *extra):
+        return [sys.executable, TRAIN, "--steps", "6", "--checkpoint-every", "3", "--worlds", "1", "--per-world", "1",
                 "--skip-data", "--samples-dir", self.data, "--copy-warmup", "2", "--no-export", "--dev-n", "2",
                 "--threads", "1", "--run-dir", run_dir, *extra]
-        return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+    def train(self, run_dir, *extra):
+        return subprocess.run(self.train_args(run_dir, *extra), cwd=ROOT, capture_output=True, text=True, timeout=300)
 
     def metrics(self, run_dir):
         with open(os.path.join(run_dir, "metrics.json")) as f:
@@ -98,6 +100,17 @@ class Resume(unittest.TestCase):
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("was written by another run", r.stderr)
         self.assertIn("'lr': (0.0015, 0.001)", r.stderr)
+        with open(ck, "rb") as f:
+            self.assertEqual(f.read(), before)
+        # the same flags on other samples (a world regenerated differently): refused too
+        other = os.path.join(self.tmp, "other-samples")
+        shutil.copytree(self.data, other)
+        with open(os.path.join(other, "samples-train-w1.jsonl"), "a") as f:
+            f.write(json.dumps(samples(random.Random(9), 1)[0]) + "\n")
+        args = [a if a != self.data else other for a in self.train_args(run, "--resume")]
+        r = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("was trained on other samples", r.stderr)
         with open(ck, "rb") as f:
             self.assertEqual(f.read(), before)
 

@@ -21,10 +21,10 @@ import { PageStore } from '../../src/retrieval/pages';
 import { ScriptedGenerator } from '../../src/engines/scripted';
 import { runPipeline } from '../../src/pipeline/pipeline';
 import type { Question } from '../../src/contracts';
-import { DEFAULT_SEED, buildWorld, pageFiles } from '../../tools/world/world';
+import { DEFAULT_SEED, buildWorld, oracleTrajectories, pageFiles } from '../../tools/world/world';
 import { anyRelation } from '../../tools/world/pages';
 import { loadTokenizer, trajectorySamples } from '../../tools/world/samples';
-import { writeSamples } from '../../tools/world/cli';
+import { urlsByTitle, withUrls, writeSamples } from '../../tools/world/cli';
 import { FakeScorer, tokenizer } from '../pipeline/helpers';
 
 // The two system messages, written out: the page-tool agent's (tool.access, and every sample written with pages) and the search-only one.
@@ -206,6 +206,43 @@ describe('oracle page trajectories (oracle-dev-pages.jsonl)', () => {
   });
 });
 
+describe('oracle search trajectories of the page-tool agent (samples --pages) through the pipeline', () => {
+  test("their samples' memory contexts are the rollout's over corpus-pages.jsonl with the page tool: URLs and system message included", async () => {
+    const codec = await tokenizer();
+    const w = buildWorld(DEFAULT_SEED);
+    const qs = w.questions.dev.filter((_q, i) => i % 19 === 0).slice(0, 24); // chains and bundles alike
+    const ts = oracleTrajectories(w, qs, 11, 0);
+    const urls = urlsByTitle(urlCorpus as Array<{ title: string; url: string }>);
+    for (const t of ts) withUrls(t, urls);
+    const byQid = new Map(ts.map((t) => [t.qid, t]));
+    const retriever = Bm25Retriever.fromJsonl(path.join(DATA, 'corpus-pages.jsonl'), {}, PageStore.fromJsonl(path.join(DATA, 'pages.jsonl')));
+    const { records } = await runPipeline({
+      questions: qs.map((q) => ({ id: q.id, question: q.question, golds: q.golds, hops: q.hops, objectives: q.objectives })),
+      generator: new ScriptedGenerator(codec, (tag) => byQid.get(tag.uid)!.rounds[tag.round - 1]!.text),
+      scorer: new FakeScorer(), retriever,
+      options: {
+        rollout: { groupSize: 1, context: 'memory', maxTurns: 16, maxResponseTokens: 4096, maxRoundTokens: 160, questionsPerBatch: 24 },
+        tool: { access: true, pageChunkChars: CHUNK },
+      },
+    });
+    let checked = 0;
+    for (const rec of records) {
+      const t = byQid.get(rec.uid)!;
+      const samples = trajectorySamples(t, ACCESS_PROMPT).filter((x) => x.policy === 'memory');
+      expect(rec.rounds).toHaveLength(t.rounds.length);
+      // (the oracle's BM25 and the runtime's agree on the subject's document, Doc 1, not always on the runners-up)
+      const firstDoc = (ctx: string) => ctx.replace(/\nDoc 2 \([\s\S]*?<\/information>/g, '</information>');
+      rec.rounds.forEach((r, i) => {
+        expect(firstDoc(codec.decode(r.contextIds!))).toBe(firstDoc(samples[i]!.context));
+        checked++;
+      });
+      // the documents the agent saw carry their URLs, as the samples' do
+      expect(codec.decode(rec.responseIds)).toMatch(/Doc 1 \([^)]+\) \[https:\/\/world\.wiki\/[A-Za-z_]+\]: /);
+    }
+    expect(checked).toBeGreaterThan(24 * 3);
+  });
+});
+
 describe('oracle page trajectories through the pipeline', () => {
   test('replayed with BM25 over corpus-pages.jsonl and the local page store: EM 1, the chunks as recorded, the fact in <mem> after its page shrank', async () => {
     const codec = await tokenizer();
@@ -294,15 +331,32 @@ describe('training samples with pages (cli.ts samples --pages N)', () => {
       expect(createHash('sha256').update(fs.readFileSync(plain)).digest('hex')).toBe('cb16620df55d35876e7341b2d1eba49f40e43e27276d85dd3fa15ebc53dc93bc');
       const all = lines(withPages);
       const page = all.filter((l) => l.endsWith(',"pg":1}'));
-      // the search questions' lines are the plain ones but for the system message: the agent that has pages is told so
+      // the search questions' lines are the plain ones but for the system message (the agent that has pages is told so)
+      // and the documents' URLs (it searches corpus-pages.jsonl, whose documents show them): `Doc k (Title) [url]: …`
       const tok = await loadTokenizer(MODEL);
+      const URL_RE = / \[https:\/\/world\.wiki\/[A-Za-z_]+\]:/g;
       const decoded = (l: string, from: string, to: string) => {
         const j = JSON.parse(l) as { c: number[] };
-        return JSON.stringify({ ...j, c: tok.decode(j.c).split(from).join(to) });
+        return JSON.stringify({ ...j, c: tok.decode(j.c).split(from).join(to).replace(URL_RE, ':') });
       };
+      const withUrl = all.filter((l) => !l.endsWith(',"pg":1}') && tok.decode((JSON.parse(l) as { c: number[] }).c).replace(URL_RE, ':') !== tok.decode((JSON.parse(l) as { c: number[] }).c));
+      expect(withUrl.length).toBeGreaterThan(1000);
       const searchLines = all.filter((l) => !l.endsWith(',"pg":1}'));
       expect(searchLines.every((l) => tok.decode((JSON.parse(l) as { c: number[] }).c).includes(ACCESS_PROMPT))).toBe(true);
-      expect(searchLines.map((l) => decoded(l, ACCESS_PROMPT, SEARCH_PROMPT))).toEqual(lines(plain).map((l) => decoded(l, '', '')));
+      // every one is a plain line; the plain lines left out are those the URLs push past the 2,048-token context.
+      // (A stream's output holds its observations, URLs included: one stream per trajectory, as without pages.)
+      const isStream = (l: string) => l.startsWith('{"p":"stream"');
+      expect(searchLines.filter(isStream)).toHaveLength(lines(plain).filter(isStream).length);
+      const plainLeft = new Map<string, number>();
+      for (const l of lines(plain).filter((x) => !isStream(x))) plainLeft.set(decoded(l, '', ''), (plainLeft.get(decoded(l, '', '')) ?? 0) + 1);
+      for (const l of searchLines.filter((x) => !isStream(x))) {
+        const k = decoded(l, ACCESS_PROMPT, SEARCH_PROMPT);
+        expect(plainLeft.get(k) ?? 0).toBeGreaterThan(0);
+        plainLeft.set(k, plainLeft.get(k)! - 1);
+      }
+      const dropped = [...plainLeft].flatMap(([k, n]) => Array<string>(n).fill(k)).map((k) => JSON.parse(k) as { c: string; o: number[] });
+      expect(dropped.length).toBeLessThan(searchLines.length / 20);
+      for (const d of dropped) expect(tok.encode(d.c, { add_special_tokens: false }).length + d.o.length).toBeGreaterThan(2048 - 16 * 3 * 24);
       expect(page.every((l) => tok.decode((JSON.parse(l) as { c: number[] }).c).includes(ACCESS_PROMPT))).toBe(true);
       // 20 trajectories: a stream each, and every access round's successor as a memory sample
       expect(page.filter((l) => l.startsWith('{"p":"stream"'))).toHaveLength(20);

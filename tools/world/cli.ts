@@ -20,6 +20,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { SeededRandom } from '../../src/rng';
 import { ACCESS_SYSTEM_PROMPT, SYSTEM_PROMPT } from '../../src/protocol/chat';
+import { renderObservation } from '../../src/retrieval/observation';
 import { probeStats } from './probes';
 import { writeRolloutSamples } from './rollout-samples';
 import { cachedEncoder, loadTokenizer, trajectorySamples, trajectoryStream } from './samples';
@@ -57,6 +58,29 @@ function generate(seed: number, outDir: string, modelDir: string, withTokenizer:
  * shipped world's dev/test entities are dropped, so dev/test stay unseen.
  */
 export const AUX_SEED_STRIDE = 1009;
+
+/** Document title -> its page URL (titles are unique in a world's corpus; checked). */
+export function urlsByTitle(corpus: readonly { title: string; url: string }[]): Map<string, string> {
+  const m = new Map<string, string>();
+  for (const d of corpus) {
+    if (m.has(d.title)) throw new Error(`two documents titled ${d.title}: their URLs cannot be told apart`);
+    m.set(d.title, d.url);
+  }
+  return m;
+}
+
+/** A search-oracle trajectory as the page-tool agent sees it: every search observation rendered with the documents' URLs. */
+export function withUrls(t: OracleTrajectory, urls: ReadonlyMap<string, string>): void {
+  for (const r of t.rounds) {
+    if (!r.docs) continue;
+    r.docs = r.docs.map((doc) => {
+      const url = urls.get(doc.title);
+      if (url === undefined) throw new Error(`${t.qid}: no page URL for the document ${doc.title}`);
+      return { ...doc, url };
+    });
+    r.observation = renderObservation(r.docs);
+  }
+}
 
 /** Tokenised per-round training samples for training/train.py (not committed). */
 export async function writeSamples(
@@ -96,6 +120,9 @@ export async function writeSamples(
    for (let d = 0; d < draws; d++) {
     const ts: (OracleTrajectory | PageOracleTrajectory)[] = oracleTrajectories(w, qs, seed + 100 + d + 7 * k, flawRate);
     if (ps) {
+      // the page-tool agent searches corpus-pages.jsonl, whose documents show their URL: so do its search questions' rounds
+      const urls = urlsByTitle(ps.pw.corpus);
+      for (const t of ts) withUrls(t as OracleTrajectory, urls);
       const pts = pageOracleTrajectories(ps, pqs, seed + 200 + d + 7 * k, flawRate);
       pageTrajs += pts.length;
       ts.push(...pts);
