@@ -189,7 +189,9 @@ nativeDescribe('out in the addon itself', () => {
     memoryAdvantage(...a: unknown[]): Float32Array;
     mempoAdvantages(...a: unknown[]): MempoAdvantages;
   };
-  const addon = require('node-gyp-build')(root) as Addon;
+  // The addon the suite runs on (scripts/asan-check.sh points MEMPO_NATIVE_BINDING at its sanitized build).
+  const binding = process.env.MEMPO_NATIVE_BINDING;
+  const addon = (binding ? require(path.resolve(binding)) : require('node-gyp-build')(root)) as Addon;
   const B = 4, T = 6, n = B * T;
   const i = batch(11, B, T);
   const M = i.memRewards.length;
@@ -264,7 +266,7 @@ nativeDescribe('out on each SIMD path of the addon (MEMPO_SIMD, child processes)
   it.each(['avx512', 'avx2', 'scalar'])('MEMPO_SIMD=%s: out and fresh results equal the JS twin bit for bit', (simd) => {
     const script = `
       const fs = require('fs'), path = require('path');
-      const addon = require('node-gyp-build')(${JSON.stringify(root)});
+      const addon = process.env.MEMPO_NATIVE_BINDING ? require(path.resolve(process.env.MEMPO_NATIVE_BINDING)) : require('node-gyp-build')(${JSON.stringify(root)});
       const dir = ${JSON.stringify(dir)}, shapes = ${JSON.stringify(shapes)};
       const rd = (k, name, C) => { const b = fs.readFileSync(path.join(dir, k + '.' + name)); return new C(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength)); };
       shapes.forEach(([B, T], k) => {
