@@ -164,6 +164,8 @@ export interface BatchRound {
   url?: string;
   /** The chunk of the page the access showed (1-based); absent when it showed none. */
   page?: number;
+  /** A reading round (`tool.pageReading: 'queue'`, docs/algorithm.md §1): it read a queued chunk and had no action to take. */
+  reading?: true;
   answer: string | null;
   violations: RoundViolation[];
   finishReason: string;

@@ -25,6 +25,7 @@ const roundSchema = z.object({
   query: z.string().nullable(),
   url: z.string().optional(),
   page: z.number().int().min(1).optional(),
+  reading: z.literal(true).optional(),
   answer: z.string().nullable(),
   violations: z.array(z.object({ code: z.string(), message: z.string() })),
   finishReason: z.string(),

@@ -37,6 +37,7 @@ export function toBatchRecord(s: ScoredTrajectory, memSpanMode: 'inclusive' | 'c
         query: r.query,
         ...(r.url !== undefined ? { url: r.url } : {}),
         ...(r.page !== undefined ? { page: r.page } : {}),
+        ...(r.reading === true ? { reading: true as const } : {}),
         answer: r.answer,
         violations: r.violations,
         finishReason: r.finishReason,

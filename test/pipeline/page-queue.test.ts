@@ -14,6 +14,7 @@ import { checkRound, grammarFor } from '../../src/protocol/grammar';
 import { runAgentLoop, type RolloutTrajectory } from '../../src/pipeline/rollout';
 import { buildSnapshots } from '../../src/pipeline/snapshots';
 import { runPipeline } from '../../src/pipeline/pipeline';
+import { batchRecordSchema } from '../../src/io/batch-record';
 import { resolveOptions, type PipelineOptionsInput } from '../../src/options';
 import { addPipelineOptions, pipelineOptionsFromFlags } from '../../src/cli/options';
 import { ScriptedGenerator } from '../../src/engines/scripted';
@@ -243,6 +244,9 @@ describe("tool.pageReading 'queue': ASearcher's chunk queue", () => {
       const o = options({ memory: { memContextIncludesLastObservation: withLast } });
       const { records } = await runPipeline({ questions: [Q1], generator: await generator(), scorer: reads(), retriever: localRetriever(), options: o });
       expect(records.map((r) => [r.score, r.formatValid, r.formatReason])).toEqual([[1, true, null], [0, false, FORMAT[1]!.reason], [1, true, null], [0, false, FORMAT[3]!.reason]]);
+      // batch.jsonl says which rounds were reading rounds (and the batch reader takes the field)
+      expect(records.map((r) => r.rounds.map((x) => x.reading === true))).toEqual(SCRIPT.map((steps) => steps.map((x) => x.reading)));
+      for (const r of records) expect(batchRecordSchema.parse(JSON.parse(JSON.stringify(r))).rounds.map((x) => x.reading ?? false)).toEqual(r.rounds.map((x) => x.reading ?? false));
       SCRIPT.forEach((steps, s) => {
         steps.forEach((x, i) => {
           const r = i + 1;
