@@ -21,11 +21,8 @@ import { createRetrievalServer, listen } from '../../src/servers/retrieval-serve
 import { validateFormat } from '../../src/kernels/outcome-reward';
 import { MempoError } from '../../src/errors';
 import type { Page, Retriever } from '../../src/contracts';
-import { StopMatcher } from '../../src/engines/local/stop';
-import type { GenerateParams, GenerationOutput, GenerationRequest, Generator, RequestTag } from '../../src/contracts';
-import type { Tokenizer } from '../../src/engines/local/tokenizer';
 import { REAL_NAMES, realTokenizer } from '../protocol/real-tokenizers';
-import { FakeScorer, Q1, answer, search, tokenizer } from './helpers';
+import { CannedGenerator, FakeScorer, Q1, answer, search, tokenizer } from './helpers';
 
 // The page-tool agent's system message, written out (docs/algorithm.md §1): with tool.access it replaces the search-only one.
 const ACCESS_PROMPT = 'Answer with search and pages. Each turn: memory of facts found, thoughts, then a search, a page access or the answer.';
@@ -281,21 +278,6 @@ describe('the page tool in the agent loop', () => {
   });
 });
 
-/** Writes canned text token by token and stops where the local engine's stop matcher stops. */
-class CannedGenerator implements Generator {
-  readonly maxContextTokens = 4096;
-  constructor(readonly codec: Tokenizer, private readonly script: (tag: RequestTag) => string) {}
-  generate(requests: readonly GenerationRequest[], params: GenerateParams): Promise<GenerationOutput[]> {
-    const m = new StopMatcher(this.codec, params.stop, [this.codec.eosTokenId!]);
-    return Promise.resolve(requests.map((req) => {
-      const all = this.codec.encode(this.script(req.tag));
-      for (let k = 1; k <= all.length; k++) {
-        if (m.check(all.slice(0, k)) !== null) return { tokenIds: all.slice(0, k), logprobs: null, finishReason: 'stop' as const };
-      }
-      return { tokenIds: all, logprobs: null, finishReason: 'length' as const };
-    }));
-  }
-}
 
 describe.each(REAL_NAMES)('the page tool with the %s tokenizer (tags spelled with several tokens)', (name) => {
   test('</access> ends the round where its text completes, the URL is read from the decoded text, the page follows', async () => {

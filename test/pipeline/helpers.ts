@@ -1,7 +1,8 @@
 /** Shared helpers of the rollout tests: the embedded tokenizer, scripted rounds, fakes. */
 import { resolve } from 'node:path';
 import { renderRound } from '../../src/protocol/round';
-import type { ScoringItem, TargetScorer } from '../../src/contracts';
+import type { GenerateParams, GenerationOutput, GenerationRequest, Generator, RequestTag, ScoringItem, TargetScorer } from '../../src/contracts';
+import { StopMatcher } from '../../src/engines/local/stop';
 import type { Question } from '../../src/contracts';
 import type { RetrievedDoc, Retriever } from '../../src/contracts';
 import { Tokenizer } from '../../src/engines/local/tokenizer';
@@ -69,4 +70,34 @@ export function useEmbeddedModel(): () => LocalModel {
     await model?.dispose();
   });
   return () => local!;
+}
+
+/**
+ * A generator that writes canned text token by token and stops where the local engine's stop
+ * matcher stops (or at the request's token budget); it records every request and each call's
+ * stop strings. Log-probs: `logprob` at every token, or none.
+ */
+export class CannedGenerator implements Generator {
+  readonly maxContextTokens = 4096;
+  readonly sent: Array<{ tag: RequestTag; ids: number[] }> = [];
+  readonly stops: string[][] = [];
+  constructor(readonly codec: Tokenizer, private readonly script: (tag: RequestTag) => string, private readonly logprob?: number) {}
+  generate(requests: readonly GenerationRequest[], params: GenerateParams): Promise<GenerationOutput[]> {
+    this.stops.push([...params.stop]);
+    const m = new StopMatcher(this.codec, params.stop, [this.codec.eosTokenId!]);
+    return Promise.resolve(requests.map((req) => {
+      this.sent.push({ tag: req.tag, ids: [...req.ids] });
+      const all = this.codec.encode(this.script(req.tag));
+      let finishReason: GenerationOutput['finishReason'] = 'length';
+      let n = Math.min(all.length, req.maxNewTokens);
+      for (let k = 1; k <= n; k++) {
+        if (m.check(all.slice(0, k)) !== null) {
+          n = k;
+          finishReason = 'stop';
+          break;
+        }
+      }
+      return { tokenIds: all.slice(0, n), logprobs: this.logprob === undefined ? null : new Float32Array(n).fill(this.logprob), finishReason };
+    }));
+  }
 }

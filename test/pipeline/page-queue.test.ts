@@ -23,13 +23,11 @@ import { HttpRetriever } from '../../src/retrieval/http-retriever';
 import { PageStore } from '../../src/retrieval/pages';
 import { createRetrievalServer, listen } from '../../src/servers/retrieval-server';
 import { computeScore, validateFormat } from '../../src/kernels/outcome-reward';
-import { StopMatcher } from '../../src/engines/local/stop';
-import type { GenerateParams, GenerationOutput, GenerationRequest, Generator, Page, RequestTag } from '../../src/contracts';
-import type { Tokenizer } from '../../src/engines/local/tokenizer';
+import type { Page } from '../../src/contracts';
 import { REAL_NAMES, realTokenizer } from '../protocol/real-tokenizers';
 import { connectCompletionsServers } from '../../src/engines/http/connect';
 import { startVllmFake, type FakeModel } from '../fakes/vllm-fake';
-import { FakeScorer, MODEL_DIR, Q1, answer, search, tokenizer } from './helpers';
+import { CannedGenerator, FakeScorer, MODEL_DIR, Q1, answer, search, tokenizer } from './helpers';
 
 // The page-tool agent's system message, written out (docs/algorithm.md §1).
 const ACCESS_PROMPT = 'Answer with search and pages. Each turn: memory of facts found, thoughts, then a search, a page access or the answer.';
@@ -396,23 +394,6 @@ describe("tool.pageReading 'queue': ASearcher's chunk queue", () => {
   });
 });
 
-/** Writes canned text token by token and stops where the local engine's stop matcher stops. */
-class CannedGenerator implements Generator {
-  readonly maxContextTokens = 4096;
-  readonly stops: string[][] = [];
-  constructor(readonly codec: Tokenizer, private readonly script: (tag: RequestTag) => string) {}
-  generate(requests: readonly GenerationRequest[], params: GenerateParams): Promise<GenerationOutput[]> {
-    this.stops.push([...params.stop]);
-    const m = new StopMatcher(this.codec, params.stop, [this.codec.eosTokenId!]);
-    return Promise.resolve(requests.map((req) => {
-      const all = this.codec.encode(this.script(req.tag));
-      for (let k = 1; k <= all.length; k++) {
-        if (m.check(all.slice(0, k)) !== null) return { tokenIds: all.slice(0, k), logprobs: null, finishReason: 'stop' as const };
-      }
-      return { tokenIds: all, logprobs: null, finishReason: 'length' as const };
-    }));
-  }
-}
 
 describe.each(REAL_NAMES)("the chunk queue with the %s tokenizer (tags spelled with several tokens)", (name) => {
   test('a reading round ends where the text of </think> completes; the chunks follow; snapshots and the format hold', async () => {

@@ -6,40 +6,15 @@
  * byte-level character reference, and every round's context rebuilt from its record equal to
  * what the generator was sent, under both context policies.
  */
-import { StopMatcher } from '../../src/engines/local/stop';
-import type { Tokenizer } from '../../src/engines/local/tokenizer';
-import type { GenerateParams, GenerationOutput, GenerationRequest, Generator, RequestTag } from '../../src/contracts';
+import type { RequestTag } from '../../src/contracts';
 import { runPipeline } from '../../src/pipeline/pipeline';
 import { runAgentLoop } from '../../src/pipeline/rollout';
 import { answerTarget, buildSnapshots, memSpan } from '../../src/pipeline/snapshots';
 import { roundContextIds } from '../../src/pipeline/batch';
 import { resolveOptions } from '../../src/options';
 import { ByteVocab, REAL_NAMES, REAL_TOKENIZERS, byteReference, realTokenizer } from '../protocol/real-tokenizers';
-import { FakeRetriever, FakeScorer, Q1, Q2 } from './helpers';
+import { CannedGenerator, FakeRetriever, FakeScorer, Q1, Q2 } from './helpers';
 
-/** A generator that writes canned text token by token and stops like the local engine; it records every request. */
-class CannedGenerator implements Generator {
-  readonly maxContextTokens = 4096;
-  readonly sent: Array<{ tag: RequestTag; ids: number[] }> = [];
-  constructor(readonly codec: Tokenizer, private readonly script: (tag: RequestTag) => string) {}
-  generate(requests: readonly GenerationRequest[], params: GenerateParams): Promise<GenerationOutput[]> {
-    const m = new StopMatcher(this.codec, params.stop, [this.codec.eosTokenId!]);
-    return Promise.resolve(requests.map((req) => {
-      this.sent.push({ tag: req.tag, ids: [...req.ids] });
-      const all = this.codec.encode(this.script(req.tag));
-      let finishReason: GenerationOutput['finishReason'] = 'length';
-      let n = Math.min(all.length, req.maxNewTokens);
-      for (let k = 1; k <= n; k++) {
-        if (m.check(all.slice(0, k)) !== null) {
-          n = k;
-          finishReason = 'stop';
-          break;
-        }
-      }
-      return { tokenIds: all.slice(0, n), logprobs: new Float32Array(n).fill(-0.5), finishReason };
-    }));
-  }
-}
 
 /** Rounds whose tags meet merging neighbours; text after a stop string is cut by the matcher. */
 function script(tag: RequestTag): string {
@@ -72,7 +47,7 @@ describe.each(REAL_NAMES)('scripted rollouts on %s', (name) => {
 
   test.each(['full', 'memory'] as const)('%s context: well-formed trajectories, mem spans and snapshots equal the character reference', async (context) => {
     const tok = await realTokenizer(name);
-    const gen = new CannedGenerator(tok, script);
+    const gen = new CannedGenerator(tok, script, -0.5);
     const options = resolveOptions({ rollout: { groupSize: 2, context, maxRoundTokens: 200 } });
     const { trajectories } = await runAgentLoop({ questions: [Q1, Q2], generator: gen, retriever: new FakeRetriever(), options });
     const contentOpts = resolveOptions({ ...options, memory: { ...options.memory, memSpan: 'content' } });
@@ -109,7 +84,7 @@ describe.each(REAL_NAMES)('scripted rollouts on %s', (name) => {
 
   test.each(['full', 'memory'] as const)('%s context: roundContextIds(record, r) is what the generator was sent for round r', async (context) => {
     const tok = await realTokenizer(name);
-    const gen = new CannedGenerator(tok, script);
+    const gen = new CannedGenerator(tok, script, -0.5);
     const res = await runPipeline({ questions: [Q1, Q2], generator: gen, scorer: new FakeScorer(), retriever: new FakeRetriever(), options: { rollout: { groupSize: 2, context, maxRoundTokens: 200 } } });
     expect(gen.sent).toHaveLength(2 * (2 + 3));
     for (const rec of res.records) {
