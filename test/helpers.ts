@@ -1,6 +1,7 @@
 /** Shared test utilities: a seeded RNG, closeness checks, running a call on both kernel backends. */
 import { execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { accessSync, constants, existsSync } from 'node:fs';
+import { delimiter, join } from 'node:path';
 import { backend, setBackend, type Backend } from '../src/kernels/backend';
 import { mulberry32 } from '../src/rng';
 
@@ -98,4 +99,19 @@ export function describeWithTorch(name: string, fn: () => void): void {
   }
   console.warn(`${name}: skipped, no python3 with torch (apt-get install python3-torch libopenblas0-pthread)`);
   describe.skip(name, fn);
+}
+
+/** Debian's chromium on PATH (the HTML reports' browser tests), or null. */
+export function chromiumBinary(): string | null {
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    for (const name of ['chromium', 'chromium-browser']) {
+      try {
+        accessSync(join(dir, name), constants.X_OK);
+        return join(dir, name);
+      } catch {
+        // not in this directory
+      }
+    }
+  }
+  return null;
 }

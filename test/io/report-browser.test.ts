@@ -6,9 +6,10 @@
  * Skipped only when no chromium binary is installed (`apt-get install -y chromium`).
  */
 import { execFileSync } from 'node:child_process';
-import { accessSync, constants, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { delimiter, join } from 'node:path';
+import { join } from 'node:path';
+import { chromiumBinary } from '../helpers';
 import { renderReport } from '../../src/io/report';
 import { summarize } from '../../src/pipeline/summary';
 import { runPipeline } from '../../src/pipeline/pipeline';
@@ -18,20 +19,6 @@ import { Bm25Retriever } from '../../src/retrieval/bm25';
 import { PageStore } from '../../src/retrieval/pages';
 import type { Question } from '../../src/contracts';
 import { FakeScorer, answer, search, tokenizer } from '../pipeline/helpers';
-
-function chromiumBinary(): string | null {
-  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
-    for (const name of ['chromium', 'chromium-browser']) {
-      try {
-        accessSync(join(dir, name), constants.X_OK);
-        return join(dir, name);
-      } catch {
-        // not in this directory
-      }
-    }
-  }
-  return null;
-}
 
 const CHROMIUM = chromiumBinary();
 const SKIP = CHROMIUM === null ? 'no chromium binary on PATH (apt-get install -y chromium)' : null;

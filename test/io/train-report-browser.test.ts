@@ -4,26 +4,13 @@
  * installed (`apt-get install -y chromium`).
  */
 import { execFileSync } from 'node:child_process';
-import { accessSync, constants, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { delimiter, join } from 'node:path';
+import { join } from 'node:path';
+import { chromiumBinary } from '../helpers';
 import { inflateSync } from 'node:zlib';
 import { trainReportHtml } from '../../src/io/train-report';
 import type { StepMetrics } from '../../src/train/metrics';
-
-function chromiumBinary(): string | null {
-  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
-    for (const name of ['chromium', 'chromium-browser']) {
-      try {
-        accessSync(join(dir, name), constants.X_OK);
-        return join(dir, name);
-      } catch {
-        // not in this directory
-      }
-    }
-  }
-  return null;
-}
 
 const CHROMIUM = chromiumBinary();
 const SKIP = CHROMIUM === null ? 'no chromium binary on PATH (apt-get install -y chromium)' : null;
