@@ -52,7 +52,7 @@ export type { AgentLoopInput, AgentLoopStats } from './pipeline/rollout';
 export type { TensorBatch } from './pipeline/batch';
 export type { PipelineInput, PipelineResult, PipelineBatch, PipelineStats, BatchScoringStats, ProgressSink, StageTimes } from './pipeline/pipeline';
 export type { RunSummary, EvalReport, EvalBucket, RunContext, AccessFigures, GoldInMemAfterShrink, PageQuestionsEm } from './pipeline/summary';
-export type { AgentLoopHooks, PageCursor, RolloutTrajectory } from './pipeline/trajectory';
+export type { AgentLoopHooks, PageCursor, QueuedObservation, RolloutTrajectory } from './pipeline/trajectory';
 export type { SnapshotScores } from './pipeline/snapshot-scoring';
 export type { PipelineOptions, PipelineOptionsInput } from './options';
 
