@@ -30,8 +30,10 @@ import type {
   MemGrouping,
   MemoryAdvantageOptions,
   MemoryRewards,
+  OutcomeAdvantageOptions,
   PpoPolicyLossInput,
   PpoPolicyLossResult,
+  ResultOptions,
 } from 'mempo';
 import { expectType, type Equal, type Expect } from './expect';
 
@@ -46,7 +48,7 @@ export type Signatures = [
   Expect<Equal<ReturnType<typeof answerProbability>, Float32Array>>,
   Expect<Equal<Parameters<typeof memoryRewards>, [Float32Array, Uint8Array, number, number, AnswerProbabilityOptions?]>>,
   Expect<Equal<ReturnType<typeof memoryRewards>, MemoryRewards>>,
-  Expect<Equal<Parameters<typeof grpoOutcomeAdvantage>, [Scores, Groups, Uint8Array, number, GroupNormOptions?]>>,
+  Expect<Equal<Parameters<typeof grpoOutcomeAdvantage>, [Scores, Groups, Uint8Array, number, OutcomeAdvantageOptions?]>>,
   Expect<Equal<ReturnType<typeof grpoOutcomeAdvantage>, Float32Array>>,
   Expect<Equal<Parameters<typeof memoryAdvantage>, [Scores, Groups, Int32Array, number, number, MemoryAdvantageOptions?]>>,
   Expect<Equal<ReturnType<typeof memoryAdvantage>, Float32Array>>,
@@ -84,7 +86,9 @@ export type Shapes = [
   Expect<Equal<MemoryRewards, { memRewards: Float32Array; pFull: Float32Array; pMem: Float32Array }>>,
   Expect<Equal<PpoPolicyLossResult, { loss: number; grad: Float32Array; clipFrac: number; approxKl: number; kl?: number }>>,
   Expect<Equal<GroupNormOptions, { eps?: number; normByStd?: boolean }>>,
-  Expect<Equal<MemoryAdvantageOptions, { eps?: number; normByStd?: boolean; memGrouping?: MemGrouping; rounds?: Int32Array }>>,
+  Expect<Equal<MemoryAdvantageOptions, { eps?: number; normByStd?: boolean; out?: Float32Array; memGrouping?: MemGrouping; rounds?: Int32Array }>>,
+  Expect<Equal<OutcomeAdvantageOptions, { eps?: number; normByStd?: boolean; out?: Float32Array }>>,
+  Expect<Equal<ResultOptions, { out?: Float32Array }>>,
   Expect<Equal<AnswerProbabilityOptions, { threshold?: number }>>,
   Expect<Equal<ComputeScoreOptions, { formatScore?: number; metric?: 'em' | 'f1'; requireAnswer?: boolean; access?: boolean; reading?: readonly number[] }>>,
 ];
