@@ -430,6 +430,8 @@ def main():
                                               "page_questions", "copy_warmup", "init", "mix", "distill", "rollout_samples",
                                               "rollout_share", "rollout_teacher", "anchor_probes")}
     ckpt = None
+    if not a.resume and os.path.exists(ckpt_path):  # never overwrite a run's checkpoint unasked
+        raise SystemExit(f"{ckpt_path} exists: --resume continues that run; to start over, remove it or give another --run-dir")
     if a.resume and os.path.exists(ckpt_path):
         # weights_only: the unpickler builds tensors and plain containers only, so a checkpoint
         # cannot run code (README: nothing read from disk is executed)

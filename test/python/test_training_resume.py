@@ -135,6 +135,18 @@ class Resume(unittest.TestCase):
         self.assertNotEqual(r.returncode, 0)
         self.assertFalse(os.path.exists(marker))
 
+    def test_a_run_without_resume_never_overwrites_a_checkpoint(self):
+        run = os.path.join(self.tmp, "kept")
+        os.makedirs(run)
+        ck = os.path.join(run, "checkpoint.pt")
+        with open(ck, "wb") as f:
+            f.write(b"an earlier run's checkpoint")
+        r = self.train(run)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("--resume continues that run", r.stderr)
+        with open(ck, "rb") as f:
+            self.assertEqual(f.read(), b"an earlier run's checkpoint")
+
     def test_resume_needs_a_step_count(self):
         r = subprocess.run([sys.executable, TRAIN, "--resume", "--samples-dir", self.data, "--skip-data"], cwd=ROOT,
                            capture_output=True, text=True, timeout=120)
