@@ -6,7 +6,7 @@
  * rebuilt here from text written out by hand, never from the code under test.
  */
 import type { Server } from 'node:http';
-import { renderChat, renderPrompt as renderPromptWith, type ChatMessage } from '../../src/protocol/chat';
+import { renderChat, type ChatMessage } from '../../src/protocol/chat';
 import { renderRound } from '../../src/protocol/round';
 import { runAgentLoop, type RolloutTrajectory } from '../../src/pipeline/rollout';
 import { buildSnapshots } from '../../src/pipeline/snapshots';
@@ -20,30 +20,15 @@ import { PageStore } from '../../src/retrieval/pages';
 import { createRetrievalServer, listen } from '../../src/servers/retrieval-server';
 import { validateFormat } from '../../src/kernels/outcome-reward';
 import { MempoError } from '../../src/errors';
-import type { Page, Retriever } from '../../src/contracts';
+import type { Retriever } from '../../src/contracts';
 import { REAL_NAMES, realTokenizer } from '../protocol/real-tokenizers';
+import { ACCESS_PROMPT, C1, C2, C3, DOC, NONE, P1, P2, P3, PAGE, SEARCH_OBS, URL_M, URL_X, renderPrompt } from './page-fixture';
 import { CannedGenerator, FakeScorer, Q1, answer, search, tokenizer } from './helpers';
 
-// The page-tool agent's system message, written out (docs/algorithm.md §1): with tool.access it replaces the search-only one.
-const ACCESS_PROMPT = 'Answer with search and pages. Each turn: memory of facts found, thoughts, then a search, a page access or the answer.';
-const renderPrompt = (question: string) => renderPromptWith(question, ACCESS_PROMPT);
-const URL_M = 'https://world.wiki/Mamek';
-const URL_X = 'https://world.wiki/Nowhere';
-// Three chunks of 60, 60 and 20 characters; the fact (Thersekle) is only in chunk 2, past its first 20 characters.
-const C1 = 'Mamek is an old city with a river and many bridges to see'.padEnd(60, '.');
-const C2 = 'Mamek lies in the land of Thersekle, by the sea, maps say'.padEnd(60, '.');
-const C3 = 'The end of the page.';
-const PAGE: Page = { url: URL_M, title: 'Mamek', contents: C1 + C2 + C3 };
-const DOC = { id: 'd1', title: 'Mamek', contents: 'Mamek is a city. Its page says more.', url: URL_M };
 
 const access = (mem: string, url: string) => renderRound(mem, 'Read the page.', { kind: 'access', url });
 // What the tool shows, written out: mempo's format with 20-character short texts.
-const SEARCH_OBS = `<information>Doc 1 (Mamek) [${URL_M}]: Mamek is a city. Its page says more.</information>`;
-const P1 = `<information>Page 1 of 3 (${URL_M}): ${C1}</information>`;
-const P2 = `<information>Page 2 of 3 (${URL_M}): ${C2}</information>`;
-const P3 = `<information>Page 3 of 3 (${URL_M}): ${C3}</information>`;
 const P2_SHORT = `<information>Page 2 of 3 (${URL_M}): Mamek lies in the la</information>`;
-const NONE = '<information>No More Information is Found for this URL.</information>';
 
 /** Per sample, the rounds and the observation each is answered with (the last round answers). */
 const SCRIPT: Array<Array<[string, string | null]>> = [

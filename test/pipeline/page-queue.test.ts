@@ -8,7 +8,7 @@
  */
 import type { Server } from 'node:http';
 import { Command } from 'commander';
-import { renderChat, renderPrompt as renderPromptWith, type ChatMessage } from '../../src/protocol/chat';
+import { renderChat, type ChatMessage } from '../../src/protocol/chat';
 import { renderRound } from '../../src/protocol/round';
 import { checkRound, grammarFor } from '../../src/protocol/grammar';
 import { runAgentLoop, type RolloutTrajectory } from '../../src/pipeline/rollout';
@@ -23,30 +23,14 @@ import { HttpRetriever } from '../../src/retrieval/http-retriever';
 import { PageStore } from '../../src/retrieval/pages';
 import { createRetrievalServer, listen } from '../../src/servers/retrieval-server';
 import { computeScore, validateFormat } from '../../src/kernels/outcome-reward';
-import type { Page } from '../../src/contracts';
 import { REAL_NAMES, realTokenizer } from '../protocol/real-tokenizers';
 import { connectCompletionsServers } from '../../src/engines/http/connect';
 import { startVllmFake, type FakeModel } from '../fakes/vllm-fake';
+import { ACCESS_PROMPT, C1, C2, C3, DOC, NONE, P1, P2, P3, PAGE, SEARCH_OBS, URL_M, URL_X, renderPrompt } from './page-fixture';
 import { CannedGenerator, FakeScorer, MODEL_DIR, Q1, answer, search, tokenizer } from './helpers';
 
-// The page-tool agent's system message, written out (docs/algorithm.md §1).
-const ACCESS_PROMPT = 'Answer with search and pages. Each turn: memory of facts found, thoughts, then a search, a page access or the answer.';
-const renderPrompt = (question: string) => renderPromptWith(question, ACCESS_PROMPT);
-const URL_M = 'https://world.wiki/Mamek';
-const URL_X = 'https://world.wiki/Nowhere';
-// Three chunks of 60, 60 and 20 characters; the fact (Thersekle) is only in chunk 2, past its first 20 characters.
-const C1 = 'Mamek is an old city with a river and many bridges to see'.padEnd(60, '.');
-const C2 = 'Mamek lies in the land of Thersekle, by the sea, maps say'.padEnd(60, '.');
-const C3 = 'The end of the page.';
-const PAGE: Page = { url: URL_M, title: 'Mamek', contents: C1 + C2 + C3 };
-const DOC = { id: 'd1', title: 'Mamek', contents: 'Mamek is a city. Its page says more.', url: URL_M };
 
 // What the tool shows, written out: mempo's format with 20-character short texts.
-const SEARCH_OBS = `<information>Doc 1 (Mamek) [${URL_M}]: Mamek is a city. Its page says more.</information>`;
-const P1 = `<information>Page 1 of 3 (${URL_M}): ${C1}</information>`;
-const P2 = `<information>Page 2 of 3 (${URL_M}): ${C2}</information>`;
-const P3 = `<information>Page 3 of 3 (${URL_M}): ${C3}</information>`;
-const NONE = '<information>No More Information is Found for this URL.</information>';
 const SHORT = new Map([
   [P1, `<information>Page 1 of 3 (${URL_M}): Mamek is an old city</information>`],
   [P2, `<information>Page 2 of 3 (${URL_M}): Mamek lies in the la</information>`],
