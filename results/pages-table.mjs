@@ -7,6 +7,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { fail, row } from './batch.mjs';
 
 const dir = path.join(path.dirname(fileURLToPath(import.meta.url)), 'eval');
 const [name = 'paged', base = 'base'] = process.argv.slice(2);
@@ -14,8 +15,7 @@ const read = (file, optional = false) => {
   const p = path.join(dir, `${file}.json`);
   if (!existsSync(p)) {
     if (optional) return null;
-    console.error(`pages-table: no ${p}: run results/pages-eval.sh ${name} DIR (or results/evals.sh ${base}) first`);
-    process.exit(2);
+    fail(`pages-table: no ${p}: run results/pages-eval.sh ${name} DIR (or results/evals.sh ${base}) first`);
   }
   return JSON.parse(readFileSync(p, 'utf8'));
 };
@@ -27,17 +27,17 @@ const rows = [
   [`${name}, page tool`, read(`${name}-memory`), read(`${name}-full`)],
   [`${name}, no page tool`, read(`${name}-nopages-memory`, true), null],
 ].filter(([, m]) => m !== null);
-console.log('| model, world | EM `memory` | EM `full` | 1/2/3 hops EM, `memory` (%) | 2 objectives, `memory` | format-valid rounds, `memory` | access rounds / trajectory, `memory` |');
-console.log('| --- | ---: | ---: | ---: | ---: | ---: | ---: |');
+console.log(row(['model, world', 'EM `memory`', 'EM `full`', '1/2/3 hops EM, `memory` (%)', '2 objectives, `memory`', 'format-valid rounds, `memory`', 'access rounds / trajectory, `memory`']));
+console.log(row(['---', ...Array(6).fill('---:')]));
 for (const [label, m, f] of rows) {
-  console.log(`| ${label} | ${pct(m.em)} | ${f ? pct(f.em) : '—'} | ${hops(m)} | ${pct(m.byObjectives['2']?.em)} | ${pct(m.formatValidRoundRate)} | ${m.access ? m.access.roundsPerTrajectory.toFixed(2) : '—'} |`);
+  console.log(row([label, pct(m.em), f ? pct(f.em) : '—', hops(m), pct(m.byObjectives['2']?.em), pct(m.formatValidRoundRate), m.access ? m.access.roundsPerTrajectory.toFixed(2) : '—']));
 }
 console.log();
-console.log('| page questions (200), policy | EM | access rounds / trajectory | pages opened | chunks shown | fact chunk shown | gold in mem after shrink | EM when it shrank |');
-console.log('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
+console.log(row(['page questions (200), policy', 'EM', 'access rounds / trajectory', 'pages opened', 'chunks shown', 'fact chunk shown', 'gold in mem after shrink', 'EM when it shrank']));
+console.log(row(['---', ...Array(7).fill('---:')]));
 for (const policy of ['memory', 'full']) {
   const e = read(`${name}-page-questions-${policy}`);
   const a = e.access;
   const g = a.goldInMemAfterShrink;
-  console.log(`| \`${policy}\` | ${pct(e.em)} | ${a.roundsPerTrajectory.toFixed(2)} | ${a.pagesOpened} | ${a.chunksShown} | ${g.factShown} of ${g.trajectories} | ${pct(g.rate)} (${g.inMem} of ${g.shrank}) | ${pct(g.correctRate)} |`);
+  console.log(row([`\`${policy}\``, pct(e.em), a.roundsPerTrajectory.toFixed(2), a.pagesOpened, a.chunksShown, `${g.factShown} of ${g.trajectories}`, `${pct(g.rate)} (${g.inMem} of ${g.shrank})`, pct(g.correctRate)]));
 }
