@@ -30,7 +30,9 @@ for p in "${parts[@]}"; do
     peer) cmd=(node bench/peer.mjs --json --rounds 3) ;;
     rollout-bundle) cmd=(node bench/rollout.mjs --mix bundle --reps 2 --json) ;;
     rollout-defaults) cmd=(node bench/rollout.mjs --mix defaults --reps 1 --json) ;;
-    train) cmd=(node bench/train-overlap.mjs --out "$dir/train-runs" --steps 4 --questions-per-step 2 --eval-every 4 --eval-questions 20 --rounds 2) ;;
+    # arms name:asyncLevel:ortThreads:torchThreads; the async ones split the 2 cores three ways
+    train) cmd=(node bench/train-overlap.mjs --out "$dir/train-runs" --steps 6 --questions-per-step 2 --eval-every 6 --eval-questions 20 --rounds 2
+      --arms sync:0:2:2,async-11:1:1:1,async-12:1:1:2,async-22:1:2:2) ;;
     *) echo "unknown part $p" >&2; exit 2 ;;
   esac
   echo "$(date -u +%FT%TZ) $p: ${cmd[*]} (load $(cut -d' ' -f1-3 /proc/loadavg))" | tee -a "$dir/parts.log" >&2
