@@ -3,7 +3,8 @@
 # an otherwise idle machine: the kernels against the JS twin (`npm run bench -- --json`), against
 # torch (`bench/peer.mjs`), the rollout schedules on both mixes, and the sync / async training
 # steps. Writes DIR/<part>.json, DIR/<part>.log (stderr) and DIR/machine.json (CPU, SIMD path,
-# cores, versions, the commit, the load average before and after each part).
+# cores, versions, the commit and load of the last invocation; parts.log: each part's commit and the load
+# average before and after it).
 #   bash bench/all.sh DIR [PART ...]    (parts: kernels peer rollout-bundle rollout-defaults train)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +13,7 @@ dir=$(realpath -m "$1"); shift
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(kernels peer rollout-bundle rollout-defaults train)
 mkdir -p "$dir"
-[ -z "$(git status --porcelain -- src native bench learner models)" ] || echo "warning: src, native, bench, learner or models differ from the commit" >&2
+[ -z "$(git status --porcelain -- src native bench learner models ':!bench/runs')" ] || echo "warning: src, native, bench, learner or models differ from the commit" >&2
 npm run -s build:ts >&2
 node -e '
 const os = require("os"); const fs = require("fs"); const { execSync } = require("child_process");
@@ -35,8 +36,9 @@ for p in "${parts[@]}"; do
       --arms sync:0:2:2,async-11:1:1:1,async-12:1:1:2,async-22:1:2:2) ;;
     *) echo "unknown part $p" >&2; exit 2 ;;
   esac
-  echo "$(date -u +%FT%TZ) $p: ${cmd[*]} (load $(cut -d' ' -f1-3 /proc/loadavg))" | tee -a "$dir/parts.log" >&2
+  echo "$(date -u +%FT%TZ) $p at $(git rev-parse --short HEAD): ${cmd[*]} (load $(cut -d' ' -f1-3 /proc/loadavg))" | tee -a "$dir/parts.log" >&2
   "${cmd[@]}" > "$dir/$p.json.part" 2> "$dir/$p.log"
   mv "$dir/$p.json.part" "$dir/$p.json"
+  rm -rf "$dir"/train-runs/*/checkpoints  # the runs' weights (13 MB a step): metrics.jsonl and summary.json stay
   echo "$(date -u +%FT%TZ) $p done (load $(cut -d' ' -f1-3 /proc/loadavg))" | tee -a "$dir/parts.log" >&2
 done

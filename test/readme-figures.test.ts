@@ -2,7 +2,7 @@
  * The README's "Measured figures" table against the files it names as sources: each figure is
  * formatted here from the source JSON and must appear in the table's row, so a rerun that
  * changes a result and leaves the README behind fails. Not checked here: the npm start wall time
- * (a log line, no file), the arms' step times and the 2N scoring-pass ratios (bench/README.md).
+ * (a log line, no file) and the arms' step times (bench/README.md).
  */
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -57,13 +57,30 @@ describe('README "Measured figures" agree with their sources', () => {
     expect(r).toContain(`P_full = 0 in ${pct(p.pFull.all.zeroShare)} % of all snapshots (${pct(p.pFull.goldInContext.zeroShare)} % of those whose full context holds the gold)`);
   });
 
-  it('kernels, native against JS: bench/runs/2026-12-01-quiet.json', () => {
-    const b = json('bench/runs/2026-12-01-quiet.json');
+  it('kernels, native against JS: bench/runs/2026-12-04-all/kernels.json', () => {
+    const b = json('bench/runs/2026-12-04-all/kernels.json');
     const k = (name: string, shape: string) => (b.kernels as Array<Record<string, any>>).find((x) => x.name === name && String(x.shape).startsWith(shape))!;
     const gather = k('gatherLogProbs', 'R=256 V=151936');
     const r = row('kernels, native against JS');
     expect(r).toContain(`\`gatherLogProbs\` ${gather.ratio.toFixed(1)}× (${Math.round(100 * gather.bandwidthShare)} % of read bandwidth)`);
     expect(r).toContain(`fused advantage stage ${k('advantage stage', 'B=2048 T=4096 3 spans/traj, fused').ratio.toFixed(1)}×`);
-    expect(r).toContain(`${b.machine.cores}-core Xeon @ 2.80GHz VM, ${b.machine.simd === 'avx512' ? 'AVX-512' : b.machine.simd}`);
+    // added memory = the pass's VmHWM less the RSS before it (bench/real-vocab.mjs)
+    const v = (variant: string) => (b.realVocab.results as Array<Record<string, any>>).find((x) => x.model === 'real-vocab' && x.variant === variant)!;
+    const added = (x: Record<string, any>) => x.peakRssMiB - x.rssBeforeMiB;
+    expect(r).toContain(`V = 151,936 ${(v('full').ms / v('selected').ms).toFixed(1)}× faster, ${(added(v('full')) / added(v('selected'))).toFixed(1)}× less added memory`);
+    expect(r).toContain(`${b.machine.cores}-core AMD EPYC VM, ${b.machine.simd === 'avx512' ? 'AVX-512' : b.machine.simd}`);
+  });
+
+  it('kernels against torch: bench/runs/2026-12-04-all/peer.json', () => {
+    const p = json('bench/runs/2026-12-04-all/peer.json');
+    const cells = p.results as Array<Record<string, any>>;
+    const ratios = cells.map((c) => c.ratio as number);
+    const r = row('kernels against torch');
+    expect(cells).toHaveLength(24);
+    expect(cells.every((c) => c.equal === true)).toBe(true);
+    expect(r).toContain(`mempo faster in all ${cells.length} cells, ${Math.min(...ratios).toFixed(2)}× to ${Math.max(...ratios).toFixed(2)}×`);
+    const alloc = cells.filter((c) => c.case === 'grpo B=512 T=1024').map((c) => (c.ratioAlloc as number).toFixed(2));
+    expect(r).toContain(`B = 512, T = 1,024: ${alloc.join('× / ')}×`);
+    expect(Math.min(...ratios)).toBeGreaterThanOrEqual(1);
   });
 });
