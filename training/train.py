@@ -85,6 +85,13 @@ MIXES = {
     # a repair stage from the shipped weights (--anchor-probes, --rollout-teacher): the agent's rollouts
     # learn another model's rounds, every other kind is held to the --init weights; no copy drill.
     "repair": {"rollout": 0.30, "memory": 0.35, "stream": 0.15, "score": 0.07, "score_full": 0.36, "score_absent": 0.07},
+    # training continued (--init) on the page world with the bundles' share raised: the stage 1 trained
+    # from scratch with pages (--page-questions) never learnt a bundle's second round (it takes the mem's
+    # last answer as the next subject, as in a chain: training/README.md, "Bundles"). `_bundle`: samples
+    # of 2-10 objectives, `_page`: of page questions; the plain kind keeps the rest (the chains). In that
+    # stage 1 the memory tokens were 48 % chains, 26 % bundles, 27 % pages; here 40 / 36 / 24.
+    "bundles": {"memory": 0.20, "memory_bundle": 0.18, "memory_page": 0.12, "stream": 0.10, "stream_bundle": 0.08,
+                "stream_page": 0.07, "score": 0.10, "copy": 0.15},
 }
 AGENT_KINDS = ("memory", "stream", "rollout")  # the agent's own rounds: with --distill, KL to the --init weights
 PROBE_KINDS = ("score", "score_full", "score_absent")  # the memory reward's probes: with --anchor-probes, KL too
@@ -187,10 +194,21 @@ def load(path):
     return out
 
 
+def mix_key(s, mix):
+    """The mix share a sample draws from: its kind, or `<kind>_page` / `<kind>_bundle` where the mix
+    splits that kind by question (a page question, or a bundle of 2-10 objectives)."""
+    p = s["p"]
+    if s.get("pg") and p + "_page" in mix:
+        return p + "_page"
+    if s.get("k", 1) >= 2 and p + "_bundle" in mix:
+        return p + "_bundle"
+    return p
+
+
 def select(samples, budget_tokens, rng, mix):
     by = {k: [] for k in mix}
     for s in samples:
-        by.setdefault(s["p"], []).append(s)
+        by.setdefault(mix_key(s, mix), []).append(s)
     chosen = []
     for k, share in mix.items():
         xs = by[k][:]

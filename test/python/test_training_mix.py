@@ -1,4 +1,5 @@
-"""training/train.py's sample-kind shares (mix_shares): --rollout-share and its errors.
+"""training/train.py's sample-kind shares (mix_shares): --rollout-share and its errors; which share a
+sample draws from (mix_key) and what select() takes from each.
 
     PYTHONPATH=learner:training /usr/bin/python3 -m unittest discover -s test/python -p 'test_*.py'
 """
@@ -38,6 +39,34 @@ class MixShares(unittest.TestCase):
                 train.mix_shares("probes-full-rollouts", bad)
         with self.assertRaisesRegex(SystemExit, r"--rollout-share needs a mix with a `rollout` share.*probes-full"):
             train.mix_shares("probes-full", 0.1)
+
+
+class MixKeys(unittest.TestCase):
+    BUNDLES = {"memory": 0.2, "memory_bundle": 0.5, "memory_page": 0.3}
+
+    def test_a_mix_that_splits_a_kind_sends_pages_and_bundles_to_their_own_shares(self):
+        self.assertEqual(train.mix_key({"p": "memory", "k": 1}, self.BUNDLES), "memory")
+        self.assertEqual(train.mix_key({"p": "memory", "k": 2}, self.BUNDLES), "memory_bundle")
+        self.assertEqual(train.mix_key({"p": "memory", "k": 10}, self.BUNDLES), "memory_bundle")
+        self.assertEqual(train.mix_key({"p": "memory", "k": 1, "pg": 1}, self.BUNDLES), "memory_page")
+        self.assertEqual(train.mix_key({"p": "memory"}, self.BUNDLES), "memory")  # no k: one objective
+
+    def test_a_kind_the_mix_does_not_split_keeps_its_name(self):
+        self.assertEqual(train.mix_key({"p": "stream", "k": 4, "pg": 1}, self.BUNDLES), "stream")
+        self.assertEqual(train.mix_key({"p": "memory", "k": 4, "pg": 1}, train.MIXES["scratch"]), "memory")
+
+    def test_select_fills_each_share_from_its_own_samples(self):
+        import random
+        # 10-token samples: 30 chains, 30 bundles, 30 page rounds; a budget of 200 tokens
+        samples = ([{"p": "memory", "k": 1, "c": [0] * 5, "o": [0] * 5} for _ in range(30)]
+                   + [{"p": "memory", "k": 4, "c": [0] * 5, "o": [0] * 5} for _ in range(30)]
+                   + [{"p": "memory", "k": 1, "pg": 1, "c": [0] * 5, "o": [0] * 5} for _ in range(30)])
+        got = train.select(samples, 200, random.Random(0), self.BUNDLES)
+        by = {}
+        for s in got:
+            key = train.mix_key(s, self.BUNDLES)
+            by[key] = by.get(key, 0) + 1
+        self.assertEqual(by, {"memory": 4, "memory_bundle": 10, "memory_page": 6})  # 40, 100, 60 tokens
 
 
 if __name__ == "__main__":
