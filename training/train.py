@@ -92,6 +92,10 @@ MIXES = {
     # stage 1 the memory tokens were 48 % chains, 26 % bundles, 27 % pages; here 40 / 36 / 24.
     "bundles": {"memory": 0.20, "memory_bundle": 0.18, "memory_page": 0.12, "stream": 0.10, "stream_bundle": 0.08,
                 "stream_page": 0.07, "score": 0.10, "copy": 0.15},
+    # the same with the page questions' share raised (memory tokens 29 / 29 / 42 %): 1,500 steps of
+    # `bundles` from the search-only model kept the old kinds but copied no page URL right
+    "bundles-pages": {"memory": 0.15, "memory_bundle": 0.15, "memory_page": 0.22, "stream": 0.07, "stream_bundle": 0.06,
+                      "stream_page": 0.12, "score": 0.10, "copy": 0.13},
 }
 AGENT_KINDS = ("memory", "stream", "rollout")  # the agent's own rounds: with --distill, KL to the --init weights
 PROBE_KINDS = ("score", "score_full", "score_absent")  # the memory reward's probes: with --anchor-probes, KL too
