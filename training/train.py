@@ -38,6 +38,7 @@ import json
 import math
 import os
 import random
+import re
 import subprocess
 import sys
 import time
@@ -96,6 +97,11 @@ MIXES = {
     # `bundles` from the search-only model kept the old kinds but copied no page URL right
     "bundles-pages": {"memory": 0.15, "memory_bundle": 0.15, "memory_page": 0.22, "stream": 0.07, "stream_bundle": 0.06,
                       "stream_page": 0.12, "score": 0.10, "copy": 0.13},
+    # bundles-pages with part of the copy drill given to the URL drill (url_samples): 1,000 steps of
+    # bundles-pages from the search-only model wrote every page URL's first word right and its second
+    # wrong (`Lelos_Broup` for Lelos Stuzo's https://world.wiki/Lelos_Stuzo)
+    "bundles-pages-url": {"memory": 0.15, "memory_bundle": 0.15, "memory_page": 0.22, "stream": 0.07, "stream_bundle": 0.06,
+                          "stream_page": 0.12, "score": 0.10, "copy": 0.05, "copy_url": 0.08},
 }
 AGENT_KINDS = ("memory", "stream", "rollout")  # the agent's own rounds: with --distill, KL to the --init weights
 PROBE_KINDS = ("score", "score_full", "score_absent")  # the memory reward's probes: with --anchor-probes, KL too
@@ -149,6 +155,69 @@ def copy_samples(n, rng, pairs, fixed=False):
         cut = 8 if fixed else rng.randint(0, len(filler))
         c = filler[cut:] + [tag] + first + filler[:cut] + [tag]
         out.append({"p": "copy", "c": c, "o": again})
+    return out
+
+
+def bpe_ids(text, tok):
+    """ASCII text to ids as the shipped byte-level BPE tokenizer (tokenizer.json) encodes it: GPT-2's
+    pre-tokenizer split, a pre-token that is in the vocabulary whole taken whole (ignore_merges), the
+    others merged pair by pair in the merges' order."""
+    if not text.isascii():
+        raise SystemExit(f"bpe_ids: ASCII only, not {text!r}")
+    vocab = tok["model"]["vocab"]
+    ranks = {tuple(m.split(" ")): i for i, m in enumerate(tok["model"]["merges"])}
+    out = []
+    for piece in re.findall(r"'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]+| ?[^\sA-Za-z0-9]+|\s+(?!\S)|\s+", text):
+        word = piece.replace(" ", "\u0120").replace("\n", "\u010a")
+        if word in vocab:
+            out.append(vocab[word])
+            continue
+        syms = list(word)
+        while len(syms) > 1:
+            best = min(range(len(syms) - 1), key=lambda i: ranks.get((syms[i], syms[i + 1]), 1 << 30))
+            if (syms[best], syms[best + 1]) not in ranks:
+                break
+            syms[best:best + 2] = [syms[best] + syms[best + 1]]
+        out += [vocab[x] for x in syms]
+    return out
+
+
+URL_PREFIX = "https://world.wiki/"  # the embedded pages' URLs: tools/world (a name's words joined by `_`)
+
+
+def url_samples(n, rng, pairs):
+    """URL drill (issue 32): an `<access>` URL spells a name's words in their no-space forms joined by
+    `_`. The context holds 2-6 search-result heads, `(URL):` and the name in its spaced form, with
+    names that share a first word (as Lelos Stuzo and Lelos Broup do), then a name in its spaced form
+    and `<access>https://world.wiki/`; the target is that name's URL tail and `</access>`. The copy
+    drill teaches a name's first word only; after `_` the next word is found by the two tokens before
+    it, which the agent data alone did not teach in 1,000 steps."""
+    with open(os.path.join(MODEL_DIR, "tokenizer.json")) as f:
+        tok = json.load(f)
+
+    def ids(text):
+        return bpe_ids(text, tok)
+    head, tail, opener, closer, us = ids("](" + URL_PREFIX), ids("):"), ids("<access>" + URL_PREFIX), ids("</access>"), ids("_")[0]
+
+    def url(name):
+        out = [name[0][1]]
+        for _sp, ns in name[1:]:
+            out += [us, ns]
+        return out
+    inv = {i: t for t, i in tok["model"]["vocab"].items()}
+    pairs = [(sp, ns) for sp, ns in pairs if not inv[ns].isdigit()]  # name pieces: a URL holds no year
+    out = []
+    for _ in range(n):
+        firsts = [rng.choice(pairs) for _ in range(rng.randint(1, 3))]
+        names = [[rng.choice(firsts)] + [rng.choice(pairs) for _ in range(rng.choice((1, 1, 1, 2)))]
+                 for _ in range(rng.randint(2, 6))]
+        c = []
+        for name in names:
+            c += head + url(name) + tail + [sp for sp, _ns in name]
+            c += [rng.choice(pairs)[0] for _ in range(rng.randint(0, 6))]
+        target = rng.choice(names)
+        c += [sp for sp, _ns in target] + [rng.choice(pairs)[0] for _ in range(rng.randint(0, 4))] + opener
+        out.append({"p": "copy_url", "c": c, "o": url(target) + closer})
     return out
 
 
@@ -477,6 +546,8 @@ def main():
         samples += load(a.rollout_samples)
     pairs = whole_word_pairs()
     samples += copy_samples(100000, rng, pairs)
+    if "copy_url" in mix:  # its own generator, so that every other mix draws exactly the samples it did before
+        samples += url_samples(60000, random.Random(a.seed + 1), pairs)
     dev = load(dev_path)
     max_steps = a.steps if a.steps > 0 else 8000
     budget = int(max_steps * a.tokens_per_step * 0.9)

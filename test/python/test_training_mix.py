@@ -1,5 +1,6 @@
 """training/train.py's sample-kind shares (mix_shares): --rollout-share and its errors; which share a
-sample draws from (mix_key) and what select() takes from each.
+sample draws from (mix_key) and what select() takes from each; the URL drill (url_samples) and the
+tokenizer it spells URLs with (bpe_ids).
 
     PYTHONPATH=learner:training /usr/bin/python3 -m unittest discover -s test/python -p 'test_*.py'
 """
@@ -67,6 +68,51 @@ class MixKeys(unittest.TestCase):
             key = train.mix_key(s, self.BUNDLES)
             by[key] = by.get(key, 0) + 1
         self.assertEqual(by, {"memory": 4, "memory_bundle": 10, "memory_page": 6})  # 40, 100, 60 tokens
+
+
+class UrlDrill(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        import json
+        with open(os.path.join(ROOT, "models", "mempo-tiny", "tokenizer.json")) as f:
+            cls.tok = json.load(f)
+        cls.inv = {i: t for t, i in cls.tok["model"]["vocab"].items()}
+
+    def text(self, ids):
+        return "".join(self.inv[i] for i in ids).replace("\u0120", " ").replace("\u010a", "\n")
+
+    def test_bpe_ids_are_the_runtime_tokenizers(self):
+        # ids printed by @huggingface/tokenizers' Tokenizer over models/mempo-tiny/tokenizer.json (2026-12-04)
+        self.assertEqual(train.bpe_ids("[Doc 1](https://world.wiki/Lelos_Stuzo):\n Lelos Stuzo was", self.tok),
+                         [104, 1701, 1605, 106, 53, 117, 1744, 125, 128, 71, 60, 60, 132, 1550, 121, 113, 59, 132, 118, 120,
+                          118, 60, 486, 108, 304, 1699, 23, 485, 303, 1565])
+        self.assertEqual(train.bpe_ids("<access>https://world.wiki/", self.tok),
+                         [73, 1707, 112, 1659, 75, 117, 1744, 125, 128, 71, 60, 60, 132, 1550, 121, 113, 59, 132, 118, 120, 118, 60])
+        self.assertEqual(train.bpe_ids("</access>", self.tok), [73, 60, 1707, 112, 1659, 75])
+        with self.assertRaisesRegex(SystemExit, "ASCII only"):
+            train.bpe_ids("Zoë", self.tok)
+
+    def test_the_target_is_the_url_of_the_name_spelt_before_access(self):
+        import random
+        import re
+        shared = 0
+        for s in train.url_samples(200, random.Random(3), train.whole_word_pairs()):
+            c, o = self.text(s["c"]), self.text(s["o"])
+            self.assertEqual(s["p"], "copy_url")
+            self.assertTrue(c.endswith("<access>https://world.wiki/"), c[-40:])
+            self.assertTrue(o.endswith("</access>"), o)
+            tail = o[: -len("</access>")]
+            heads = re.findall(r"\]\(https://world\.wiki/([A-Za-z_]+)\):((?: [A-Z][a-z]+)+)", c)
+            self.assertGreaterEqual(len(heads), 2, c)
+            for url, name in heads:  # every head: the URL spells the name that follows it (then filler words)
+                self.assertEqual(url.split("_"), name.split()[: len(url.split("_"))])
+            self.assertIn(tail, [u for u, _ in heads])
+            # the name spelt (spaced) just before <access> is the target's, after any filler words
+            cue = c[c.rindex("):") :]
+            self.assertIn(" " + tail.replace("_", " "), cue)
+            firsts = [u.split("_")[0] for u, _ in heads]
+            shared += any(f == tail.split("_")[0] and u != tail for f, (u, _) in zip(firsts, heads))
+        self.assertGreater(shared, 50)  # often another URL shares the first word: only the later words tell
 
 
 if __name__ == "__main__":
