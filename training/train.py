@@ -187,7 +187,7 @@ URL_PREFIX = "https://world.wiki/"  # the embedded pages' URLs: tools/world (a n
 
 def url_samples(n, rng, pairs):
     """URL drill (issue 32): an `<access>` URL spells a name's words in their no-space forms joined by
-    `_`. The context holds 2-6 search-result heads, `(URL):` and the name in its spaced form, with
+    `_`. The context holds 2-6 search-result heads, `](URL):` and the name in its spaced form, with
     names that share a first word (as Lelos Stuzo and Lelos Broup do), then a name in its spaced form
     and `<access>https://world.wiki/`; the target is that name's URL tail and `</access>`. The copy
     drill teaches a name's first word only; after `_` the next word is found by the two tokens before
