@@ -102,6 +102,13 @@ MIXES = {
     # wrong (`Lelos_Broup` for Lelos Stuzo's https://world.wiki/Lelos_Stuzo)
     "bundles-pages-url": {"memory": 0.15, "memory_bundle": 0.15, "memory_page": 0.22, "stream": 0.07, "stream_bundle": 0.06,
                           "stream_page": 0.12, "score": 0.10, "copy": 0.05, "copy_url": 0.08},
+    # stage 2 after bundles-pages-url: probes-full's shares, its agent rounds split as in that stage 1
+    # (memory 29 / 29 / 42 %, stream 28 / 24 / 48 %) and its copy drill shared with the URL drill.
+    # probes-full drew bundle rounds in their natural share (a quarter of the memory tokens) and lost
+    # stage 1's bundles: 81.7 -> 61.7 % on the 60 test bundles of 2.
+    "probes-full-bundles": {"memory": 0.069, "memory_bundle": 0.069, "memory_page": 0.102, "stream": 0.039,
+                            "stream_bundle": 0.034, "stream_page": 0.067, "score": 0.06, "score_full": 0.50,
+                            "score_absent": 0.02, "copy": 0.015, "copy_url": 0.025},
 }
 AGENT_KINDS = ("memory", "stream", "rollout")  # the agent's own rounds: with --distill, KL to the --init weights
 PROBE_KINDS = ("score", "score_full", "score_absent")  # the memory reward's probes: with --anchor-probes, KL too

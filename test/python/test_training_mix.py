@@ -34,6 +34,18 @@ class MixShares(unittest.TestCase):
         self.assertAlmostEqual(got["score_full"], 0.375)  # 0.5 * 0.75
         self.assertAlmostEqual(sum(got.values()), 1.0, places=9)
 
+    def test_the_page_stage_2_is_probes_full_with_its_agent_rounds_split_as_in_its_stage_1(self):
+        s2, s1, pf = train.MIXES["probes-full-bundles"], train.MIXES["bundles-pages-url"], train.MIXES["probes-full"]
+        self.assertAlmostEqual(sum(s2.values()), 1.0, places=9)
+        for k in ("score", "score_full", "score_absent"):
+            self.assertEqual(s2[k], pf[k], k)
+        self.assertAlmostEqual(s2["copy"] + s2["copy_url"], pf["copy"], places=9)
+        for kind in ("memory", "stream"):
+            parts = (kind, kind + "_bundle", kind + "_page")
+            self.assertAlmostEqual(sum(s2[p] for p in parts), pf[kind], places=9, msg=kind)
+            for p in parts:  # stage 1's split of that kind, to the 3rd decimal of a share
+                self.assertAlmostEqual(s2[p] / pf[kind], s1[p] / sum(s1[q] for q in parts), delta=0.006, msg=p)
+
     def test_bad_rollout_shares_are_refused_by_name(self):
         for bad in (0, 1, -0.1, 1.5):
             with self.assertRaisesRegex(SystemExit, r"--rollout-share .*must be in \(0, 1\)"):
