@@ -109,6 +109,12 @@ MIXES = {
     "probes-full-bundles": {"memory": 0.069, "memory_bundle": 0.069, "memory_page": 0.102, "stream": 0.039,
                             "stream_bundle": 0.034, "stream_page": 0.067, "score": 0.06, "score_full": 0.50,
                             "score_absent": 0.02, "copy": 0.015, "copy_url": 0.025},
+    # the same with the chains at probes-full's own share of them (memory 48 %, stream 51 %): probes-full-bundles
+    # took the bundles' tokens from the chains and lost 3-hop chains under `full` (79.7 % against 86.1 %).
+    # The bundles keep probes-full-bundles' shares; the page rounds get the rest.
+    "probes-full-chains": {"memory": 0.115, "memory_bundle": 0.069, "memory_page": 0.056, "stream": 0.071,
+                           "stream_bundle": 0.034, "stream_page": 0.035, "score": 0.06, "score_full": 0.50,
+                           "score_absent": 0.02, "copy": 0.015, "copy_url": 0.025},
 }
 AGENT_KINDS = ("memory", "stream", "rollout")  # the agent's own rounds: with --distill, KL to the --init weights
 PROBE_KINDS = ("score", "score_full", "score_absent")  # the memory reward's probes: with --anchor-probes, KL too

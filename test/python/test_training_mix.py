@@ -46,6 +46,17 @@ class MixShares(unittest.TestCase):
             for p in parts:  # stage 1's split of that kind, to the 3rd decimal of a share
                 self.assertAlmostEqual(s2[p] / pf[kind], s1[p] / sum(s1[q] for q in parts), delta=0.006, msg=p)
 
+    def test_probes_full_chains_moves_only_the_page_rounds_share_to_the_chains(self):
+        s2c, s2b, pf = train.MIXES["probes-full-chains"], train.MIXES["probes-full-bundles"], train.MIXES["probes-full"]
+        self.assertAlmostEqual(sum(s2c.values()), 1.0, places=9)
+        self.assertEqual(set(s2c), set(s2b))
+        for k in ("score", "score_full", "score_absent", "copy", "copy_url", "memory_bundle", "stream_bundle"):
+            self.assertEqual(s2c[k], s2b[k], k)
+        for kind in ("memory", "stream"):
+            self.assertAlmostEqual(s2c[kind] + s2c[kind + "_bundle"] + s2c[kind + "_page"], pf[kind], places=9, msg=kind)
+            self.assertGreater(s2c[kind], s2b[kind])  # more chains, fewer page rounds
+            self.assertLess(s2c[kind + "_page"], s2b[kind + "_page"])
+
     def test_bad_rollout_shares_are_refused_by_name(self):
         for bad in (0, 1, -0.1, 1.5):
             with self.assertRaisesRegex(SystemExit, r"--rollout-share .*must be in \(0, 1\)"):
