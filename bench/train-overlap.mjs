@@ -3,6 +3,7 @@
 // reached over `--learner URL` (started here with --threads T), on the embedded defaults.
 //   --steps 6 --questions-per-step 4 --rounds 2 --eval-every 6 --eval-questions 30 --out DIR
 //   --arms sync:0:2:2,async:1:1:1   name:asyncLevel:ortThreads:torchThreads, in the order run
+//   --device cpu|cuda|auto --dtype fp32|bf16|auto   the learner's (default cpu, fp32: the CPU runs' settings)
 // Per arm and round: the median step time (wallMs.total − wallMs.eval: an evaluation is not a
 // training step) and each phase's median; DIR/<arm>-<round>/metrics.jsonl is kept. Prints JSON.
 import { spawn, spawnSync } from 'node:child_process';
@@ -22,6 +23,8 @@ const arms = value('--arms', 'sync:0:2:2,async:1:1:1').split(',').map((a) => {
   const [name, level, ort, torch] = a.split(':');
   return { name, level: Number(level), ort: Number(ort), torch: Number(torch) };
 });
+const device = value('--device', 'cpu');
+const dtype = value('--dtype', 'fp32');
 const model = path.join(root, 'models', 'mempo-tiny');
 const python = process.env.MEMPO_PYTHON ?? '/usr/bin/python3';
 const median = (xs) => {
@@ -31,7 +34,7 @@ const median = (xs) => {
 
 /** A learner on a free loopback port; resolves with its URL and process. */
 function startLearner(threads) {
-  const p = spawn(python, ['-m', 'mempo_learner', '--model', model, '--threads', String(threads), '--seed', '0', '--parent-pid', String(process.pid)], {
+  const p = spawn(python, ['-m', 'mempo_learner', '--model', model, '--threads', String(threads), '--device', device, '--dtype', dtype, '--seed', '0', '--parent-pid', String(process.pid)], {
     env: { ...process.env, PYTHONPATH: path.join(root, 'learner') }, stdio: ['ignore', 'pipe', 'inherit'],
   });
   return new Promise((res, rej) => {
@@ -80,6 +83,6 @@ for (let r = 1; r <= rounds; r++) {
     process.stderr.write(`${arm.name} round ${r}: median step ${(s.stepMs / 1000).toFixed(1)} s, run ${wallS.toFixed(0)} s, load ${loadBefore} → ${s.loadAfter}\n`);
   }
 }
-const doc = { date: new Date().toISOString(), cpu: os.cpus()[0]?.model, cores: os.cpus().length, steps, perStep, results };
+const doc = { date: new Date().toISOString(), cpu: os.cpus()[0]?.model, cores: os.cpus().length, learner: { device, dtype }, steps, perStep, results };
 writeFileSync(path.join(out, 'summary.json'), `${JSON.stringify(doc, null, 2)}\n`);
 process.stdout.write(`${JSON.stringify(doc, null, 2)}\n`);

@@ -102,6 +102,11 @@ MIXES = {
     # wrong (`Lelos_Broup` for Lelos Stuzo's https://world.wiki/Lelos_Stuzo)
     "bundles-pages-url": {"memory": 0.15, "memory_bundle": 0.15, "memory_page": 0.22, "stream": 0.07, "stream_bundle": 0.06,
                           "stream_page": 0.12, "score": 0.10, "copy": 0.05, "copy_url": 0.08},
+    # bundles-pages-url continued from its own weights with the chains' `full` rounds (stream) raised from 7 to
+    # 16 % of the tokens, from the page rounds and the bundles' memory rounds: stage 1 after bundles-pages-url
+    # is at 71.5 % under `full` on the old kinds (3-hop 86.1 %) against the search-only model's 71.8 %
+    "bundles-pages-stream": {"memory": 0.15, "memory_bundle": 0.13, "memory_page": 0.17, "stream": 0.16, "stream_bundle": 0.06,
+                             "stream_page": 0.10, "score": 0.10, "copy": 0.05, "copy_url": 0.08},
     # stage 2 after bundles-pages-url: probes-full's shares, its agent rounds split as in that stage 1
     # (memory 29 / 29 / 42 %, stream 28 / 24 / 48 %) and its copy drill shared with the URL drill.
     # probes-full drew bundle rounds in their natural share (a quarter of the memory tokens) and lost
