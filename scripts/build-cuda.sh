@@ -102,8 +102,9 @@ if [ "$cuda" = ON ]; then
   [ -n "$objdump_bin" ] || { [ -x "$(dirname "$CUDACXX")/cuobjdump" ] && objdump_bin="$(dirname "$CUDACXX")/cuobjdump"; } || true
   if [ -n "$objdump_bin" ]; then
     listing=$("$objdump_bin" --list-elf --list-ptx "$node_file" 2>/dev/null || true)
-    for want in sm_80 sm_90 compute_90; do
-      grep -q "$want" <<<"$listing" || { echo "build-cuda.sh: $node_file has no $want code" >&2; exit 1; }
+    # cuobjdump 13 names the PTX of compute_90 `NAME.sm_90.ptx` (older ones `compute_90`): seen on an H200
+    for want in 'ELF file.*sm_80' 'ELF file.*sm_90' 'PTX file.*(compute|sm)_90'; do
+      grep -Eq "$want" <<<"$listing" || { echo "build-cuda.sh: $node_file has no code matching '$want' (cuobjdump --list-elf --list-ptx)" >&2; exit 1; }
     done
   else  # no cuobjdump in this toolkit: check what nvcc was asked to generate
     flags=$(cat "$out"/build.ninja "$out"/CMakeFiles/mempo.dir/flags.make 2>/dev/null || true)

@@ -33,7 +33,8 @@ else
 fi
 node --version
 # Needed: node-addon-api + node-api-headers (build; cmake-js optional, plain cmake otherwise),
-# jest + ts-jest + typescript (parity test, dist/ for the benchmark).
+# jest + ts-jest + typescript (parity test, dist/ for the benchmark). Node alone runs them: no npm/npx,
+# which a GPU machine may lack.
 for m in node-addon-api node-api-headers jest ts-jest typescript; do
   [ -d "node_modules/$m" ] || { echo "gpu-check: node_modules/$m is missing; run npm ci first" >&2; exit 1; }
 done
@@ -48,11 +49,11 @@ if (!i.cuda && process.env.MEMPO_REQUIRE_CUDA === '1') {
 }"
 
 step "TypeScript build for the benchmark (dist/)"
-timeout 120 npx tsc -p tsconfig.build.json
+timeout 120 node node_modules/typescript/bin/tsc -p tsconfig.build.json
 node scripts/write-esm-entry.js
 
 step "parity: CUDA = CPU = JS (test/kernels/cuda-parity.test.ts)"
-MEMPO_REQUIRE_CUDA=$require_gpu timeout 180 npx jest --selectProjects kernels:native --verbose test/kernels/cuda-parity.test.ts 2>&1 | tee "$out/parity.log"
+MEMPO_REQUIRE_CUDA=$require_gpu timeout 180 node node_modules/jest/bin/jest.js --selectProjects kernels:native --verbose test/kernels/cuda-parity.test.ts 2>&1 | tee "$out/parity.log"
 
 step "benchmark: CUDA vs CPU vs JS (bench/cuda.mjs)"
 bench_args=(--out "$out/bench-cuda.json")
