@@ -57,6 +57,18 @@ class MixShares(unittest.TestCase):
             self.assertGreater(s2c[kind], s2b[kind])  # more chains, fewer page rounds
             self.assertLess(s2c[kind + "_page"], s2b[kind + "_page"])
 
+    def test_bundles_pages_stream_raises_the_chains_full_rounds_from_page_and_bundle_memory_rounds(self):
+        st, url = train.MIXES["bundles-pages-stream"], train.MIXES["bundles-pages-url"]
+        self.assertAlmostEqual(sum(st.values()), 1.0, places=9)
+        self.assertEqual(set(st), set(url))
+        for k in ("memory", "stream_bundle", "score", "copy", "copy_url"):
+            self.assertEqual(st[k], url[k], k)
+        self.assertAlmostEqual(st["stream"], 0.16, places=9)  # from 0.07
+        # what the chains' full rounds gained came from the page rounds and the bundles' memory rounds, by hand
+        self.assertAlmostEqual(url["memory_page"] - st["memory_page"], 0.05, places=9)
+        self.assertAlmostEqual(url["stream_page"] - st["stream_page"], 0.02, places=9)
+        self.assertAlmostEqual(url["memory_bundle"] - st["memory_bundle"], 0.02, places=9)
+
     def test_bad_rollout_shares_are_refused_by_name(self):
         for bad in (0, 1, -0.1, 1.5):
             with self.assertRaisesRegex(SystemExit, r"--rollout-share .*must be in \(0, 1\)"):
