@@ -8,7 +8,7 @@
 //       node build/train.js [OUT]        (2 steps of 2 questions × 4 samples; about a minute on 2 cores)
 // (as an ES module: "type": "module" in your package.json, or name the file train.mts)
 import {
-  EMBEDDED, LocalModel, Bm25Retriever, readQuestions, spawnLearner, runTraining, checkpoints,
+  EMBEDDED, LocalModel, Bm25Retriever, PageStore, readQuestionFiles, spawnLearner, runTraining, checkpoints,
   resolveOptions, resolveTrainOptions, type StepMetrics,
 } from 'mempo';
 
@@ -21,16 +21,17 @@ try {
   const metrics = await runTraining({
     generator: local,
     scorer: local,                                               // null: GRPO without the memory reward
-    retriever: Bm25Retriever.fromJsonl(EMBEDDED.corpus()),
+    // The embedded page world: BM25 over the corpus with URLs, its pages behind <access>URL</access>.
+    retriever: Bm25Retriever.fromJsonl(EMBEDDED.corpusPages(), {}, PageStore.fromJsonl(EMBEDDED.pages())),
     learner,
     sync: async (dir) => { await local.reload(dir); },           // the learner's weights back into the engine
-    pipeline: resolveOptions({ rollout: { groupSize: 4 }, advantage: { alpha: 1 } }),
+    pipeline: resolveOptions({ rollout: { groupSize: 4 }, tool: { access: true, pageChunkChars: 1000 }, advantage: { alpha: 1 } }),
     train: resolveTrainOptions({ steps: 2, questionsPerStep: 2, evalEvery: 0 }),
     dev: [],
     maxContext,
   }, {
     out,
-    order: readQuestions(EMBEDDED.split('train')),
+    order: readQuestionFiles([EMBEDDED.split('train'), EMBEDDED.split('train-pages')]),   // interleaved in proportion
     resume: checkpoints(out).length > 0,
     onStepDone: (m: StepMetrics) => console.log(`step ${m.step}: mean score ${m.meanScore}, memory reward ${m.memoryReward.mean?.toFixed(3)}, ` +
       `loss ${m.loss?.toFixed(4)}, grad norm ${m.gradNorm?.toFixed(3)}, ${((m.wallMs['total'] ?? 0) / 1000).toFixed(1)} s`),

@@ -13,7 +13,8 @@ STEPS=${STEPS:-36}
 mkdir -p out/arms
 node results/questions.mjs > out/arms/train-questions.jsonl 2>/dev/null
 common=(--questions out/arms/train-questions.jsonl --shuffle --steps "$STEPS"
-  --questions-per-step 8 -n 8 --max-turns 8 --eval-every 6 --eval-questions 50 --threads 2 --quiet)
+  --questions-per-step 8 -n 8 --max-turns 8 --eval-every 6 --eval-questions 50 --threads 2 --quiet
+  --no-pages)  # the search-only world, where the arms ran (docs/rollout.md "The embedded world")
 arms=("$@")
 [ ${#arms[@]} -gt 0 ] || arms=(grpo mempo)
 for a in "${arms[@]}"; do

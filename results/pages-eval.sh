@@ -35,7 +35,7 @@ for part in ${PARTS:-old pages nopages probes}; do
           --out "out/pages-eval/$name-pages-$ctx"
       done ;;
     nopages)
-      run "results/eval/$name-nopages-memory.json" eval_ --split test --shuffle --seed 1 --limit 400 \
+      run "results/eval/$name-nopages-memory.json" eval_ --no-pages --split test --shuffle --seed 1 --limit 400 \
         --context memory --out "out/pages-eval/$name-nopages-memory" ;;
     probes)
       node dist/cli/main.js eval --model "$dir" "${world[@]}" --split dev --shuffle --seed 0 --limit 100 --context full --memory-reward \

@@ -25,12 +25,12 @@ for m in "${models[@]}"; do
   esac
   echo "$(date -u +%FT%TZ) $m: greedy memory, test questions 400-999" >&2
   node dist/cli/main.js eval --model "$dir" --split test --shuffle --seed 1 --offset 400 --limit 600 --context memory \
-    --max-turns 16 --questions-per-batch 50 --threads 2 --quiet --resume --json --out "out/evals/$m-memory-rest" > "results/eval/$m-memory-rest.json.tmp"
+    --max-turns 16 --questions-per-batch 50 --threads 2 --quiet --resume --json --no-pages --out "out/evals/$m-memory-rest" > "results/eval/$m-memory-rest.json.tmp"
   mv "results/eval/$m-memory-rest.json.tmp" "results/eval/$m-memory-rest.json"
   for s in ${SEEDS:-3 4}; do
     echo "$(date -u +%FT%TZ) $m: T = 1 x 16, seed $s" >&2
     node dist/cli/main.js eval --model "$dir" --split test --shuffle --seed "$s" --limit 80 -n 16 --temperature 1 \
-      --context memory --max-turns 16 --threads 2 --quiet --resume --json --out "out/evals/$m-mixed-s$s" > "results/eval/$m-mixed-s$s.json.tmp"
+      --context memory --max-turns 16 --threads 2 --quiet --resume --json --no-pages --out "out/evals/$m-mixed-s$s" > "results/eval/$m-mixed-s$s.json.tmp"
     mv "results/eval/$m-mixed-s$s.json.tmp" "results/eval/$m-mixed-s$s.json"
   done
 done

@@ -20,7 +20,8 @@ run() {  # run OUT-JSON COMMAND...: the command's stdout into OUT-JSON, whole or
   "$@" > "$out.tmp"
   mv "$out.tmp" "$out"
 }
-eval_() { node dist/cli/main.js eval --model "$dir" --split test --threads "$threads" --quiet --resume --json "$@"; }
+# The search-only world (--no-pages), where stage 2's bar was set.
+eval_() { node dist/cli/main.js eval --model "$dir" --split test --threads "$threads" --quiet --resume --json --no-pages "$@"; }
 for part in ${PARTS:-greedy start full mixed}; do
   echo "$(date -u +%FT%TZ) $name: $part" >&2
   case "$part" in
@@ -31,7 +32,7 @@ for part in ${PARTS:-greedy start full mixed}; do
         --max-turns 16 --questions-per-batch 50 --out "out/check/$name-memory-rest" ;;
     start)
       rm -rf "out/check/$name-start"
-      node dist/cli/main.js rollout --model "$dir" --threads "$threads" --quiet --out "out/check/$name-start" > /dev/null
+      node dist/cli/main.js rollout --model "$dir" --threads "$threads" --quiet --no-pages --out "out/check/$name-start" > /dev/null
       run "results/eval/$name-start-probes.json" node dist-tools/tools/world/cli.js probes \
         --batch "out/check/$name-start/batch.jsonl" ;;
     full)

@@ -122,7 +122,7 @@ export type { RetrievalServerOptions } from './servers/retrieval-server';
 export type { CompletionsServerOptions } from './servers/completions-server';
 
 // Files (src/io): questions, the run directory with resume, the HTML report.
-export { readQuestions } from './io/questions';
+export { readQuestions, readQuestionFiles } from './io/questions';
 export { EMBEDDED } from './paths'; // the embedded model, corpus, question splits and learner inside the installed package
 export { loadForResume } from './io/run-dir';
 export { renderReport } from './io/report';

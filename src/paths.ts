@@ -28,6 +28,8 @@ export const EMBEDDED = {
   corpus: () => join(packageRoot(), 'data', 'world', 'corpus.jsonl'),
   corpusPages: () => join(packageRoot(), 'data', 'world', 'corpus-pages.jsonl'),
   pages: () => join(packageRoot(), 'data', 'world', 'pages.jsonl'),
+  /** The page world's meta-data: its `paging` ({ pageMaxChars, pageChunkChars, pageMaxChunks }) is what the pages were built for. */
+  pagesMeta: () => join(packageRoot(), 'data', 'world', 'meta-pages.json'),
   split: (name: string) => join(packageRoot(), 'data', 'world', `${name}.jsonl`),
   /** The torch reference learner's Python package folder (PYTHONPATH), docs/learner.md. */
   learner: () => join(packageRoot(), 'learner'),

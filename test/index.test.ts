@@ -36,7 +36,9 @@ describe('package root exports', () => {
   });
 
   it('exports EMBEDDED: the model, corpus and question splits inside the package', () => {
-    const e = exported.EMBEDDED as { model(): string; corpus(): string; corpusPages(): string; pages(): string; split(n: string): string; learner(): string };
+    const e = exported.EMBEDDED as { model(): string; corpus(): string; corpusPages(): string; pages(): string; pagesMeta(): string; split(n: string): string; learner(): string };
+    // the paging the embedded pages were built for, which the command line's embedded world uses
+    expect((JSON.parse(readFileSync(e.pagesMeta(), 'utf8')) as { paging: unknown }).paging).toEqual({ pageMaxChars: 250_000, pageChunkChars: 1000, pageMaxChunks: 10 });
     for (const p of [join(e.model(), 'model.onnx'), e.corpus(), e.split('train'), e.split('dev'), e.split('test'), join(e.learner(), 'mempo_learner', '__main__.py')]) {
       expect(existsSync(p)).toBe(true);
     }

@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
-# `npm run train`: the three stages that make models/mempo-tiny (training/README.md), each exported
+# `npm run train`: the six stages that make models/mempo-tiny (training/README.md), each exported
 # to its own model directory under training/out/ so that the next stage can start from it or learn
 # from it. Each stage must pass its dev check (check, below) before the next one starts; the last
-# one then replaces models/mempo-tiny.
-#   1. stage 1, from random weights: 7,000 steps (50 min on 2 cores; a step count, not a time
+# one then replaces models/mempo-tiny. First the search-only model (the one shipped before pages):
+#   1. stage1, from random weights: 7,000 steps (50 min on 2 cores; a step count, not a time
 #      budget, so that every machine trains the same steps: training/README.md, "Stage 1's length");
-#   2. stage 2, the memory reward's probes with the agent distilled from stage 1 (about 21 min);
-#   3. the repair: both models roll out train bundles of 6-10 objectives, where stage 2's greedy
+#   2. stage2, the memory reward's probes with the agent distilled from stage 1 (about 21 min);
+#   3. repair: both models roll out train bundles of 6-10 objectives, where stage 2's greedy
 #      agent breaks the format; stage 2 then learns stage 1's rounds on those rollouts while
 #      everything else, probes included, is held to stage 2 (about 20 min of rollouts, 9 of training).
-# STAGES="repair" runs the last stage alone, from the stage 1 and 2 directories already there.
+# Then the page tool on top of it (training/README.md, "Pages"), the same three steps in the page world:
+#   4. pages1, from the search-only model: 4,500 steps of bundles, page questions and the URL drill (46 min),
+#      then 1,500 with the chains' `full` rounds raised (21 min);
+#   5. pages2, the probes, with the bundles' share of the agent rounds raised to pages1's (14 min);
+#   6. pages-repair, the repair with the page tool, pages1 the teacher, on bundles under `memory` and 3-hop
+#      chains under `full` (about 13 min of rollouts, 10 of training).
+# STAGES="pages2 pages-repair" runs those stages alone, from the directories of the earlier ones.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=training/out
@@ -40,56 +46,103 @@ check() {  # check DIR: the stage must pass its dev check (a `memory` round repr
       process.exit(3);
     }' "$1/config.json" 0.3
 }
-# PAGE_QUESTIONS=N: N page questions per world in the samples (issue 32, training/README.md "Pages"), the
-# same N in every stage so that --skip-data finds stage 1's samples file; unset, the shipped model's samples.
-# With pages the repair's rollouts have the page tool too (its prompt is the one the samples were written with).
-pq=${PAGE_QUESTIONS:+--page-questions $PAGE_QUESTIONS}
-rollpages=${PAGE_QUESTIONS:+--corpus data/world/corpus-pages.jsonl --pages data/world/pages.jsonl --page-chunk-chars 1000}
-# STAGE1_STEPS: stage 1's length (default 7,000, the shipped model's). Every stage checkpoints each 200 steps
-# into its run directory and `--resume`s from there, so a killed `npm run train` continues where it stopped
-# when run again with the same settings (a stage's checkpoint written with other flags is refused, not overwritten).
+# PAGE_QUESTIONS=N: N page questions per world in the page stages' samples (default 200, the shipped model's);
+# PAGE_QUESTIONS=0: the search-only recipe alone (stage1 stage2 repair), whose repair then replaces the model.
+pages=${PAGE_QUESTIONS-200}
+[ "$pages" = 0 ] && pages=
+pq="--page-questions ${pages:-0}"
+search_only=(--no-pages)
+page_world=(--corpus data/world/corpus-pages.jsonl --pages data/world/pages.jsonl --page-chunk-chars 1000)
+final=pages-repair
+[ -n "$pages" ] || final=repair
+# STAGE1_STEPS: stage 1's length (default 7,000, the shipped model's); PAGES1_STEPS: pages1's first part (default 4,500).
+# Every stage checkpoints each 200 steps into its run directory and `--resume`s from there, so a killed
+# `npm run train` continues where it stopped when run again with the same settings (a stage's checkpoint
+# written with other flags is refused, not overwritten).
 steps1=${STAGE1_STEPS:-7000}
-for stage in ${STAGES:-stage1 stage2 repair}; do
+install() {  # install DIR: DIR replaces models/mempo-tiny whole, never half-written
+  rm -rf models/mempo-tiny.new models/mempo-tiny.old
+  cp -r "$1" models/mempo-tiny.new
+  mv models/mempo-tiny models/mempo-tiny.old
+  mv models/mempo-tiny.new models/mempo-tiny
+  rm -rf models/mempo-tiny.old
+}
+repair_stage() {  # repair_stage TEACHER INIT NAME EXTRA CHAINS WORLD...: the repair of INIT, TEACHER's rounds on both models' rollouts
+  local teacher=$1 init=$2 name=$3 extra=$4 chains=$5
+  shift 5
+  check $out/$teacher
+  check $out/$init
+  node training/rollout-questions.mjs 80 > $out/repair-questions.jsonl
+  roll() {  # roll MODEL OFFSET QUESTIONS CONTEXT TAG WORLD...: 120 questions, greedy, mempo eval's budget
+    rm -rf "$out/rollouts-$5$1"
+    node dist/cli/main.js rollout --model "$out/$1" --questions "$3" --offset "$2" --limit 120 \
+      -n 1 --context "$4" --max-turns 16 --max-response-tokens 4096 --temperature 0 --threads 1 --quiet "${@:6}" \
+      --out "$out/rollouts-$5$1" > /dev/null
+    node dist-tools/tools/world/cli.js rollout-samples --batch "$out/rollouts-$5$1/batch.jsonl" \
+      --samples-out "$out/rollouts-$5$1.jsonl"
+  }
+  # bundles of 6-10 objectives under `memory`, where stage 2's greedy agent breaks the format; with CHAINS=1
+  # also 3-hop chains under `full`, where every stage 2 with pages lost them (training/README.md, "a repair on `full` chains")
+  local files=($out/rollouts-$teacher.jsonl $out/rollouts-$init.jsonl)
+  roll $teacher 0 $out/repair-questions.jsonl memory "" "$@" & p1=$!
+  roll $init 120 $out/repair-questions.jsonl memory "" "$@" & p2=$!
+  wait $p1
+  wait $p2
+  if [ "$chains" = 1 ]; then
+    node training/rollout-questions.mjs chains 240 > $out/chain-questions.jsonl
+    roll $teacher 0 $out/chain-questions.jsonl full full- "$@" & p1=$!
+    roll $init 120 $out/chain-questions.jsonl full full- "$@" & p2=$!
+    wait $p1
+    wait $p2
+    files+=($out/rollouts-full-$teacher.jsonl $out/rollouts-full-$init.jsonl)
+  fi
+  cat "${files[@]}" > $out/$name-samples.jsonl.tmp
+  mv $out/$name-samples.jsonl.tmp $out/$name-samples.jsonl
+  fresh_dir $out/$name
+  $py training/train.py --init $out/$init --steps 400 --resume --lr 1e-4 --copy-warmup 0 --skip-data \
+    --mix repair --distill 5 --aux-weight 0 --anchor-probes --rollout-samples $out/$name-samples.jsonl \
+    --rollout-teacher $out/$teacher --threads 1 $extra --run-dir $out/run-$name --export-dir $out/$name
+  check $out/$name
+}
+for stage in ${STAGES:-stage1 stage2 repair${pages:+ pages1 pages2 pages-repair}}; do
   echo "$(date -u +%FT%TZ) train.sh: $stage" >&2
   case "$stage" in
     stage1)
       fresh_dir $out/stage1
-      $py training/train.py --steps $steps1 --resume $pq --export-dir $out/stage1
+      $py training/train.py --steps $steps1 --resume --export-dir $out/stage1
       check $out/stage1 ;;
     stage2)
       check $out/stage1
       fresh_dir $out/stage2
       $py training/train.py --init $out/stage1 --steps 1000 --resume --lr 3e-4 --copy-warmup 0 --skip-data \
-        --mix probes-full --distill 5 --aux-weight 0 $pq --run-dir $out/run-stage2 --export-dir $out/stage2
+        --mix probes-full --distill 5 --aux-weight 0 --run-dir $out/run-stage2 --export-dir $out/stage2
       check $out/stage2 ;;
     repair)
-      check $out/stage1
-      check $out/stage2
-      node training/rollout-questions.mjs 80 > $out/repair-questions.jsonl
-      roll() {  # roll MODEL OFFSET NAME: 120 bundles, greedy, `memory` policy, mempo eval's budget
-        rm -rf "$out/rollouts-$3"
-        node dist/cli/main.js rollout --model "$1" --questions $out/repair-questions.jsonl --offset "$2" --limit 120 \
-          -n 1 --context memory --max-turns 16 --max-response-tokens 4096 --temperature 0 --threads 1 --quiet $rollpages \
-          --out "$out/rollouts-$3" > /dev/null
-        node dist-tools/tools/world/cli.js rollout-samples --batch "$out/rollouts-$3/batch.jsonl" \
-          --samples-out "$out/rollouts-$3.jsonl"
-      }
-      roll $out/stage1 0 stage1 & p1=$!
-      roll $out/stage2 120 stage2 & p2=$!
-      wait $p1
-      wait $p2
-      cat $out/rollouts-stage1.jsonl $out/rollouts-stage2.jsonl > $out/repair-samples.jsonl.tmp
-      mv $out/repair-samples.jsonl.tmp $out/repair-samples.jsonl
-      fresh_dir $out/repair
-      $py training/train.py --init $out/stage2 --steps 400 --resume --lr 1e-4 --copy-warmup 0 --skip-data \
-        --mix repair --distill 5 --aux-weight 0 --anchor-probes --rollout-samples $out/repair-samples.jsonl \
-        --rollout-teacher $out/stage1 --threads 1 $pq --run-dir $out/run-repair --export-dir $out/repair
+      repair_stage stage1 stage2 repair "" 0 "${search_only[@]}"
+      [ $final != repair ] || install $out/repair ;;
+    pages1)
+      [ -n "$pages" ] || { echo "train.sh: pages1 needs page questions (PAGE_QUESTIONS=0 is the search-only recipe)" >&2; exit 2; }
       check $out/repair
-      rm -rf models/mempo-tiny.new models/mempo-tiny.old  # replace the shipped model whole, never half-written
-      cp -r $out/repair models/mempo-tiny.new
-      mv models/mempo-tiny models/mempo-tiny.old
-      mv models/mempo-tiny.new models/mempo-tiny
-      rm -rf models/mempo-tiny.old ;;
-    *) echo "train.sh: unknown stage $stage (stage1, stage2, repair)" >&2; exit 2 ;;
+      fresh_dir $out/pages1a
+      $py training/train.py --init $out/repair --steps ${PAGES1_STEPS:-4500} --resume --lr 3e-4 --copy-warmup 0 --skip-data \
+        --mix bundles-pages-url $pq --run-dir $out/run-pages1a --export-dir $out/pages1a
+      check $out/pages1a
+      # then the chains' `full` rounds raised (training/README.md, "A stage 1 that keeps `full`")
+      fresh_dir $out/pages1
+      $py training/train.py --init $out/pages1a --steps 1500 --resume --lr 1.5e-4 --copy-warmup 0 --skip-data \
+        --mix bundles-pages-stream $pq --run-dir $out/run-pages1 --export-dir $out/pages1
+      check $out/pages1 ;;
+    pages2)
+      [ -n "$pages" ] || { echo "train.sh: pages2 needs page questions (PAGE_QUESTIONS=0 is the search-only recipe)" >&2; exit 2; }
+      check $out/pages1
+      fresh_dir $out/pages2
+      $py training/train.py --init $out/pages1 --steps 1000 --resume --lr 3e-4 --copy-warmup 0 --skip-data \
+        --mix probes-full-chains --distill 5 --aux-weight 0 $pq --run-dir $out/run-pages2 --export-dir $out/pages2
+      check $out/pages2 ;;
+    pages-repair)
+      [ -n "$pages" ] || { echo "train.sh: pages-repair needs page questions (PAGE_QUESTIONS=0 is the search-only recipe)" >&2; exit 2; }
+      repair_stage pages1 pages2 pages-repair "$pq" 1 "${page_world[@]}"
+      [ $final != pages-repair ] || install $out/pages-repair ;;
+    *) echo "train.sh: unknown stage $stage (stage1, stage2, repair, pages1, pages2, pages-repair)" >&2; exit 2 ;;
   esac
 done

@@ -20,6 +20,7 @@ import { exportCommand, exportFormatList } from './export';
 import { trainCommand } from './train-command';
 import type { ExportFormat } from '../io/export';
 import type { Server } from 'node:http';
+import { readFileSync } from 'node:fs';
 
 /** Resolves once SIGINT or SIGTERM has closed the server and its open connections. */
 function closeOnSignal(server: Server): Promise<void> {
@@ -37,22 +38,43 @@ function closeOnSignal(server: Server): Promise<void> {
 export const DEFAULT_ROLLOUT_LIMIT = DEFAULTS.rolloutLimit;
 export const DEFAULT_EVAL_LIMIT = DEFAULTS.evalLimit;
 
-function settingsFrom(kind: 'rollout' | 'eval', o: Record<string, unknown>): RunSettings {
-  const split = o['split'] as string | undefined;
+/** The paging the embedded pages were built for (data/world/meta-pages.json). */
+function embeddedPaging(): { pageMaxChars: number; pageChunkChars: number; pageMaxChunks: number } {
+  return (JSON.parse(readFileSync(EMBEDDED.pagesMeta(), 'utf8')) as { paging: { pageMaxChars: number; pageChunkChars: number; pageMaxChunks: number } }).paging;
+}
+
+/**
+ * A run's settings from its flags. Without --corpus, --retriever or --pages a run is in the
+ * embedded page world: the corpus with URLs, the page tool over its pages (paged as they were
+ * built, unless --page-* says otherwise) and, without --questions or --split, the split mixed with
+ * its page questions (`train,train-pages`; eval: `dev,dev-pages`). --no-pages: the search-only
+ * world (`corpus.jsonl`, no page tool, `train` / `dev`).
+ */
+function settingsFrom(kind: 'rollout' | 'eval', o: Record<string, unknown>, cmd: Command): RunSettings {
+  const pagesFlag = o['pages'] as string | false | undefined;
+  const embeddedWorld = o['corpus'] === undefined && o['retriever'] === undefined && pagesFlag === undefined;
   const options = pipelineOptionsFromFlags(o, kind === 'rollout');
+  const pages = embeddedWorld ? EMBEDDED.pages() : pagesFlag === false || pagesFlag === undefined ? null : pagesFlag;
+  if (embeddedWorld) {
+    const paging = embeddedPaging();
+    for (const k of ['pageMaxChars', 'pageChunkChars', 'pageMaxChunks'] as const) {
+      if (cmd.getOptionValueSource(k) === 'default') options.tool[k] = paging[k];
+    }
+  }
   // Local pages give the agent the page tool (a retrieval server's are found when it is opened).
-  if (o['pages'] !== undefined) options.tool.access = true;
+  if (pages !== null) options.tool.access = true;
+  const split = (o['split'] as string | undefined) ?? `${kind === 'eval' ? 'dev' : 'train'}${embeddedWorld ? `,${kind === 'eval' ? 'dev' : 'train'}-pages` : ''}`;
   return {
     kind,
     out: (o['out'] as string | undefined) ?? null,
-    questions: (o['questions'] as string | undefined) ?? EMBEDDED.split(split ?? (kind === 'eval' ? 'dev' : 'train')),
+    questions: o['questions'] !== undefined ? [o['questions'] as string] : split.split(',').map((name) => EMBEDDED.split(name.trim())),
     offset: (o['offset'] as number | undefined) ?? 0,
     shuffle: Boolean(o['shuffle']),
     limit: o['limit'] === undefined ? null : (orNull(o['limit']) as number | null),
     model: (o['model'] as string | undefined) ?? EMBEDDED.model(),
-    corpus: (o['corpus'] as string | undefined) ?? null,
+    corpus: (o['corpus'] as string | undefined) ?? (embeddedWorld ? EMBEDDED.corpusPages() : null),
     retriever: (o['retriever'] as string | undefined) ?? null,
-    pages: (o['pages'] as string | undefined) ?? null,
+    pages,
     resume: Boolean(o['resume']),
     force: Boolean(o['force']),
     quiet: Boolean(o['quiet']) || Boolean(o['json']),
@@ -69,14 +91,15 @@ function settingsFrom(kind: 'rollout' | 'eval', o: Record<string, unknown>): Run
 function common(cmd: Command, kind: 'rollout' | 'eval' | 'train'): Command {
   cmd
     .option('--questions <file>', 'questions JSONL ({ id, question, golds }; optional hops, objectives)')
-    .option('--split <name>', `embedded question split when --questions is not given`, kind === 'eval' ? 'dev' : 'train')
+    .option('--split <names>', `embedded question split(s) when --questions is not given, comma-separated ones interleaved in proportion (train, dev, test and their -pages splits; default: ${kind === 'eval' ? 'dev,dev-pages' : 'train,train-pages'}, or ${kind === 'eval' ? 'dev' : 'train'} with --no-pages)`)
     .option('--shuffle', 'shuffle the questions with --seed before --offset / --limit (a mixed slice)')
     .option('--offset <n>', 'skip the first n questions', int(0), 0)
     .option('--limit <n>', "questions to run ('none' = all)", intOrNone, kind === 'eval' ? DEFAULT_EVAL_LIMIT : kind === 'train' ? NONE : DEFAULT_ROLLOUT_LIMIT)
     .option('--model <dir>', 'model directory (ONNX + tokenizer; with --server only the tokenizer, config files optional)', EMBEDDED.model())
     .option('--corpus <file>', 'JSONL corpus ({ id, title, contents, url? } or Search-R1 wiki-18 rows { id, contents } whose first line is the quoted title) for the local BM25 retriever (default: the embedded corpus)')
     .option('--retriever <url>', 'retrieval server (Search-R1 / ASearcher API: POST /retrieve) instead of the local corpus; its POST /access, when it has pages, is the page tool (<access>)')
-    .option('--pages <file>', 'pages JSONL ({ url, title, contents }, ASearcher\'s layout) beside the local corpus: the agent gets the page tool, <access>URL</access> (docs/algorithm.md §1)')
+    .option('--pages <file>', 'pages JSONL ({ url, title, contents }, ASearcher\'s layout) beside the local corpus: the agent gets the page tool, <access>URL</access> (docs/algorithm.md §1); without --corpus, --retriever or --pages the embedded world\'s pages')
+    .option('--no-pages', 'the embedded world without pages: corpus.jsonl, no page tool, the train / dev split alone')
     .option('--threads <n>', 'ONNX Runtime intra-op threads (default: all cores; more than the machine has are lowered to that, with a warning)', int(1))
     .option('--quiet', 'no progress bars or messages on stderr')
     .option('--json', 'print summary.json (eval: the eval table) to stdout');
@@ -106,7 +129,7 @@ export function buildProgram(io: RunIO, onDone: (code: number) => void): Command
       .option('--report-questions <n>', 'questions shown in report.html', int(1), DEFAULTS.reportQuestions)
       .exitOverride()
       .action(async (opts: Record<string, unknown>) => {
-        await executeRun(settingsFrom(kind, opts), io);
+        await executeRun(settingsFrom(kind, opts, cmd), io);
         onDone(0);
       });
   const rollout = common(new Command('rollout'), 'rollout')
@@ -159,7 +182,7 @@ export function buildProgram(io: RunIO, onDone: (code: number) => void): Command
       onDone(0);
     });
   const exportCmd = exportCommand(io, onDone);
-  const train = trainCommand(io, onDone, (c) => common(c, 'train'), (o) => settingsFrom('rollout', o));
+  const train = trainCommand(io, onDone, (c) => common(c, 'train'), (o, c) => settingsFrom('rollout', o, c));
   for (const sub of [rollout, evalCmd, train, exportCmd, serveRetriever, serve]) {
     sub.configureOutput({ writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) });
     program.addCommand(sub);

@@ -19,7 +19,8 @@ import type { RunIO, RunSettings } from './run';
 export function fingerprint(s: RunSettings): Record<string, unknown> {
   return {
     kind: s.kind,
-    questions: resolve(s.questions),
+    // One file as before (a run.json of older mempo resumes); several as the list.
+    questions: s.questions.length === 1 ? resolve(s.questions[0]!) : s.questions.map((f) => resolve(f)),
     offset: s.offset,
     limit: s.limit,
     shuffle: s.shuffle,

@@ -28,7 +28,7 @@ export function writeOutputs(s: RunSettings, out: string, o: RunOutcome, engine:
     title: `mempo ${s.kind}: ${o.records.length} trajectories, ${summary.questions} questions`,
     maxQuestions: s.reportQuestions,
     summary,
-    notes: [`questions ${shown(s.questions)} · model ${shown(s.model)}${via} · ${describeRetriever(retriever)} · context ${s.options.rollout.context} · seed ${s.options.rollout.seed} · group size ${s.options.rollout.groupSize}`],
+    notes: [`questions ${s.questions.map(shown).join(' + ')} · model ${shown(s.model)}${via} · ${describeRetriever(retriever)} · context ${s.options.rollout.context} · seed ${s.options.rollout.seed} · group size ${s.options.rollout.groupSize}`],
   });
   writeFileAtomic(join(out, 'report.html'), html);
 }

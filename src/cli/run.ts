@@ -16,7 +16,7 @@ import { JsonlWriter, sortBatchFile } from '../io/run-dir';
 import { checkFailures, printOutcome, writeOutputs } from './run-output';
 import type { PipelineOptions } from '../options';
 import { runPipeline, type PipelineResult } from '../pipeline/pipeline';
-import { readQuestions, type Question } from '../io/questions';
+import { readQuestionFiles, type Question } from '../io/questions';
 import { evalReport, summarize, type EvalReport, type RunSummary } from '../pipeline/summary';
 import { MempoError } from '../errors';
 import { HttpRetriever } from '../retrieval/http-retriever';
@@ -36,7 +36,8 @@ export interface RunIO {
 export interface RunSettings {
   kind: 'rollout' | 'eval';
   out: string | null;
-  questions: string;
+  /** Questions files, read as one list (several: interleaved in proportion, `readQuestionFiles`). */
+  questions: string[];
   offset: number;
   limit: number | null;
   /** Shuffle the questions (seeded by the run's seed) before --offset / --limit. */
@@ -111,7 +112,7 @@ async function runIn(s: RunSettings, io: RunIO, out: string | null, questions: Q
 
   const engine = await openEngine(s, io, warn);
   const timings: Record<string, number> = { load: performance.now() - tl };
-  const runQuestions = dropOverlong(questions, engine.engine, s.options, s.questions, warn);
+  const runQuestions = dropOverlong(questions, engine.engine, s.options, s.questions.join(', '), warn);
   log(io, s.quiet, `mempo ${s.kind}: ${runQuestions.length} questions × ${s.options.rollout.groupSize} samples, ${engine.source}, ${describeRetriever(retriever)}, context ${s.options.rollout.context}${out ? `, out ${out}` : ''}`);
 
   const result = await runWithProgress(s, io, runQuestions, engine, retriever, kept.skip, batchPath);
@@ -138,11 +139,11 @@ async function runIn(s: RunSettings, io: RunIO, out: string | null, questions: Q
 
 /** The questions file, shuffled (seeded) and sliced by --offset / --limit. */
 function selectQuestions(s: RunSettings): Question[] {
-  let questions: Question[] = readQuestions(s.questions);
+  let questions: Question[] = readQuestionFiles(s.questions);
   if (s.shuffle) questions = shuffled(questions, s.options.rollout.seed);
   questions = questions.slice(s.offset);
   if (s.limit !== null) questions = questions.slice(0, s.limit);
-  if (questions.length === 0) throw new MempoError('ERR_INVALID_INPUT', `${s.questions}: no questions after --offset ${s.offset}${s.limit === null ? '' : ` --limit ${s.limit}`}`);
+  if (questions.length === 0) throw new MempoError('ERR_INVALID_INPUT', `${s.questions.join(', ')}: no questions after --offset ${s.offset}${s.limit === null ? '' : ` --limit ${s.limit}`}`);
   return questions;
 }
 

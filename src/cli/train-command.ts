@@ -13,7 +13,7 @@ const D = trainSchema.parse({});
 const pos = num((x) => x > 0 && Number.isFinite(x), 'a positive number');
 const nonNeg = num((x) => x >= 0 && Number.isFinite(x), 'a finite number >= 0');
 
-export function trainCommand(io: RunIO, onDone: (code: number) => void, inputs: (c: Command) => Command, runSettings: (o: Record<string, unknown>) => RunSettings): Command {
+export function trainCommand(io: RunIO, onDone: (code: number) => void, inputs: (c: Command) => Command, runSettings: (o: Record<string, unknown>, c: Command) => RunSettings): Command {
   const cmd = inputs(new Command('train'))
     .summary('train the policy with MemPO or GRPO via a learner')
     .description('Optimise the policy with MemPO (docs/algorithm.md §9): per step, roll out --questions-per-step questions × -n samples with the current weights, score them, update on the learner (PPO loss, native), sync the weights to the rollout engines, evaluate every --eval-every steps. Writes DIR/metrics.jsonl, DIR/checkpoints/step-N/ (model directories) and DIR/train-report.html. --no-memory-reward is the GRPO baseline.')
@@ -50,7 +50,7 @@ export function trainCommand(io: RunIO, onDone: (code: number) => void, inputs: 
     .addOption(new Option('--device <d>', 'device of the spawned learner').choices(['auto', 'cpu', 'cuda']).default('auto'))
     .exitOverride()
     .action(async (o: Record<string, unknown>) => {
-      const run = runSettings(o);
+      const run = runSettings(o, cmd);
       if (o['learner'] !== undefined && cmd.getOptionValueSource('learnerProcs') === 'cli') {
         throw new MempoError('ERR_INVALID_OPTION', `--learner-procs ${String(o['learnerProcs'])} is for the learner mempo spawns, not for --learner ${String(o['learner'])}: start that one with python -m mempo_learner --nproc N (docs/learner.md)`);
       }

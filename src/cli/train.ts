@@ -6,7 +6,7 @@
 import { join, resolve } from 'node:path';
 import type { Learner, Question, Retriever } from '../contracts';
 import { MempoError } from '../errors';
-import { readQuestions } from '../io/questions';
+import { readQuestionFiles, readQuestions } from '../io/questions';
 import { writeFileAtomic } from '../io/write';
 import { HttpLearner } from '../learner/http-learner';
 import { spawnLearner } from '../learner/spawn';
@@ -70,9 +70,9 @@ async function openLearner(s: TrainSettings, io: RunIO): Promise<Learner> {
 
 /** The training questions in the run's seeded order (all of --questions after --offset / --limit). */
 function trainOrder(s: TrainSettings): Question[] {
-  let qs = readQuestions(s.run.questions).slice(s.run.offset);
+  let qs = readQuestionFiles(s.run.questions).slice(s.run.offset);
   if (s.run.limit !== null) qs = qs.slice(0, s.run.limit);
-  if (qs.length === 0) throw new MempoError('ERR_INVALID_INPUT', `${s.run.questions}: no training questions after --offset ${s.run.offset}`);
+  if (qs.length === 0) throw new MempoError('ERR_INVALID_INPUT', `${s.run.questions.join(', ')}: no training questions after --offset ${s.run.offset}`);
   return shuffled(qs, s.train.seed);
 }
 
@@ -169,7 +169,7 @@ async function train(
       },
       {
         out,
-        order: dropOverlong(run.order, engine.engine, s.run.options, s.run.questions, warn),
+        order: dropOverlong(run.order, engine.engine, s.run.options, s.run.questions.join(', '), warn),
         resume: run.from !== null,
         ...(run.from === null ? {} : { from: run.from }),
         settings: run.settings,

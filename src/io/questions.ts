@@ -60,3 +60,26 @@ export function readQuestions(file: string): Question[] {
   }
   return lines.map((l) => l.value);
 }
+
+/**
+ * Reads several questions files as one list: the files interleaved in proportion to their sizes,
+ * each in its own order (question k of a file of n sits at (k + ½) / n of the way through the
+ * list, ties to the earlier file), so any prefix or `--limit` slice mixes them as the whole does.
+ * An id that two files share is an error naming both.
+ */
+export function readQuestionFiles(files: readonly string[]): Question[] {
+  if (files.length === 1) return readQuestions(files[0]!);
+  const lists = files.map((f) => readQuestions(f));
+  const from = new Map<string, string>();
+  lists.forEach((list, j) => {
+    for (const q of list) {
+      const other = from.get(q.id);
+      if (other !== undefined) throw new MempoError('ERR_INVALID_INPUT', `${files[j]!}: field "id": ${JSON.stringify(q.id)} is also a question of ${other}`);
+      from.set(q.id, files[j]!);
+    }
+  });
+  // (2k + 1) / 2n compared as integers: no rounding decides a tie.
+  const keyed = lists.flatMap((list, j) => list.map((q, k) => ({ q, j, num: 2 * k + 1, den: 2 * list.length })));
+  keyed.sort((a, b) => a.num * b.den - b.num * a.den || a.j - b.j);
+  return keyed.map((x) => x.q);
+}

@@ -38,8 +38,8 @@ test('eval --split dev-pages --pages: EM by kind, access rounds, pages opened, p
   expect([s.access.rounds, s.access.pageQuestions.questions]).toEqual([accesses, 3]);
 }, 120_000);
 
-test('eval of the search questions: a split by kind, no page tool figures', async () => {
-  const r = await runCli(['eval', '--split', 'dev', ...FAST, '--json']);
+test('eval of the search questions without the page tool (--no-pages): a split by kind, no page tool figures', async () => {
+  const r = await runCli(['eval', '--split', 'dev', '--no-pages', ...FAST, '--json']);
   expect(r.code).toBe(0);
   const e = JSON.parse(r.out) as { byKind: Record<string, unknown>; access?: unknown };
   expect(Object.keys(e.byKind).length).toBeGreaterThan(0);

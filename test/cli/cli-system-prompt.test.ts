@@ -7,6 +7,7 @@ import { cpSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { SYSTEM_PROMPT } from '../../src/protocol/chat';
 import { tokenizer } from '../pipeline/helpers';
+import { ACCESS_PROMPT } from '../pipeline/page-fixture';
 import { questionsDir, runCli } from './run-cli';
 
 const { dir, questions } = questionsDir('mempo-cli-system-prompt-');
@@ -41,12 +42,14 @@ test('the prompt of every trajectory carries the message, and run.json records i
   expect([settings.systemPrompt, settings.options.rollout.systemPrompt]).toEqual([MINE, MINE]);
 });
 
-test('a run without the flag records the message it used: mempo\'s own', async () => {
-  const out = join(dir, 'default');
-  expect((await runCli(['rollout', '--out', out, ...SMALL, '--limit', '1', '-n', '1'])).code).toBe(0);
-  const settings = (JSON.parse(readFileSync(join(out, 'run.json'), 'utf8')) as { settings: { systemPrompt: string; options: { rollout: Record<string, unknown> } } }).settings;
-  expect(settings.systemPrompt).toBe(SYSTEM_PROMPT);
-  expect('systemPrompt' in settings.options.rollout).toBe(false);
+test('a run without the flag records the message it used: mempo\'s own, the page-tool agent\'s in the embedded page world', async () => {
+  for (const [name, more, message] of [['default', [], ACCESS_PROMPT], ['no-pages', ['--no-pages'], SYSTEM_PROMPT]] as const) {
+    const out = join(dir, name);
+    expect((await runCli(['rollout', '--out', out, ...SMALL, '--limit', '1', '-n', '1', ...more])).code).toBe(0);
+    const settings = (JSON.parse(readFileSync(join(out, 'run.json'), 'utf8')) as { settings: { systemPrompt: string; options: { rollout: Record<string, unknown> } } }).settings;
+    expect(settings.systemPrompt).toBe(message);
+    expect('systemPrompt' in settings.options.rollout).toBe(false);
+  }
 });
 
 test('--resume with the same message finishes the very file; another message, or none, is refused naming both', async () => {
@@ -58,7 +61,7 @@ test('--resume with the same message finishes the very file; another message, or
   expect(other.err).toContain(`systemPrompt: ${JSON.stringify(MINE)} → "Be brief."`);
   const none = await runCli(['rollout', '--out', cut('none'), ...SMALL, '--resume']);
   expect(none.code).toBe(1);
-  expect(none.err).toContain(`systemPrompt: ${JSON.stringify(MINE)} → ${JSON.stringify(SYSTEM_PROMPT)}`);
+  expect(none.err).toContain(`systemPrompt: ${JSON.stringify(MINE)} → ${JSON.stringify(ACCESS_PROMPT)}`);
 });
 
 test('a run.json without it (an older mempo) resumes as before, saying it could not check it', async () => {

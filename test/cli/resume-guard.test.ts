@@ -82,13 +82,15 @@ describeWithTorch('mempo train --resume guards', () => {
       cpSync(EMBEDDED.split('dev'), otherEval);
     });
     const cases: Array<[string, () => string[], () => string]> = [
-      ['--split dev', () => ['--split', 'dev'], () => `questions: ${JSON.stringify(EMBEDDED.split('train'))} → ${JSON.stringify(EMBEDDED.split('dev'))}`],
+      // The run trains in the embedded page world (docs/rollout.md "The embedded world").
+      ['--split dev', () => ['--split', 'dev'], () => `questions: ${JSON.stringify([EMBEDDED.split('train'), EMBEDDED.split('train-pages')])} → ${JSON.stringify(EMBEDDED.split('dev'))}`],
       ['--limit 3', () => ['--limit', '3'], () => 'limit: 8 → 3'],
       ['--offset 1', () => ['--offset', '1'], () => 'offset: 0 → 1'],
       ['--shuffle', () => ['--shuffle'], () => 'shuffle: false → true'],
       ['--model', () => ['--model', model], () => `model: ${JSON.stringify(EMBEDDED.model())} → ${JSON.stringify(model)}`],
-      ['--corpus', () => ['--corpus', corpus], () => `retriever: null → ${JSON.stringify(corpus)}`],
-      ['--retriever', () => ['--retriever', 'http://127.0.0.1:9'], () => 'retriever: null → "http://127.0.0.1:9"'],
+      ['--corpus', () => ['--corpus', corpus], () => `retriever: ${JSON.stringify(EMBEDDED.corpusPages())} → ${JSON.stringify(corpus)}`],
+      ['--retriever', () => ['--retriever', 'http://127.0.0.1:9'], () => `retriever: ${JSON.stringify(EMBEDDED.corpusPages())} → "http://127.0.0.1:9"`],
+      ['--no-pages', () => ['--no-pages'], () => `pages: ${JSON.stringify(EMBEDDED.pages())} → (none)`],
       ['--eval-file', () => ['--eval-file', otherEval], () => `evalFile: ${JSON.stringify(evalFile)} → ${JSON.stringify(otherEval)}`],
       ['-n 3', () => ['-n', '3'], () => 'pipeline.rollout.groupSize: 2 → 3'],
       ['--lr', () => ['--lr', '0.001'], () => 'train.optim.lr: 0.0001 → 0.001'],

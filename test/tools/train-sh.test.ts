@@ -58,47 +58,104 @@ test('an unknown stage is refused', () => {
   expect(r.err).toContain('unknown stage stage3');
 }, 30_000);
 
-test('PAGE_QUESTIONS reaches train.py as --page-questions in every stage; unset, the commands are as before', () => {
-  const run = (pageQuestions: string | undefined): string[] => {
-    const dir = scratch({});
-    // a python3 that has torch and "trains" a stage that passes its dev check, logging its arguments
-    mkdirSync(join(dir, 'bin'));
-    const log = join(dir, 'args.log');
-    writeFileSync(join(dir, 'bin', 'python3'), [
-      '#!/bin/sh',
-      '[ "$1" = "-c" ] && exit 0',
-      `echo "$*" >> ${JSON.stringify(log)}`,
-      'while [ $# -gt 0 ]; do [ "$1" = "--export-dir" ] && mkdir -p "$2" && echo \'{"mempo":{"dev_round_exact_match":{"memory":0.5}}}\' > "$2/config.json"; shift; done',
-      '',
-    ].join('\n'), { mode: 0o755 });
-    const env: NodeJS.ProcessEnv = { ...process.env, STAGES: 'stage1 stage2', PATH: `${join(dir, 'bin')}:${process.env.PATH ?? ''}` };
-    if (pageQuestions === undefined) delete env.PAGE_QUESTIONS;
-    else env.PAGE_QUESTIONS = pageQuestions;
-    const r = spawnSync('bash', [join(dir, 'training', 'train.sh')], { env, encoding: 'utf8' });
-    expect([r.status, r.stderr.includes('train.sh: stage2')]).toEqual([0, true]);
-    return readFileSync(log, 'utf8').trimEnd().split('\n');
-  };
-  const withPages = run('300');
-  expect(withPages).toHaveLength(2);
-  for (const args of withPages) expect(args).toMatch(/^training\/train\.py .* --page-questions 300 /);
-  const plain = run(undefined);
-  expect(plain).toEqual(withPages.map((a) => a.replace(' --page-questions 300', '')));
-  expect(plain[0]).toBe('training/train.py --steps 7000 --resume --export-dir training/out/stage1');
-  // STAGE1_STEPS sets stage 1's length; every stage resumes from its own checkpoint when one is there
-  expect(withPages.every((a) => a.includes(' --resume '))).toBe(true);
-}, 30_000);
+/** train.sh in a scratch tree whose python3 has torch and "trains" a stage that passes its dev check, logging its arguments. */
+function fakeTrain(env: NodeJS.ProcessEnv, stages: Record<string, number> = {}) {
+  return fakeTrainIn(scratch(stages), env);
+}
 
-test('STAGE1_STEPS sets stage 1 alone', () => {
-  const dir = scratch({});
-  mkdirSync(join(dir, 'bin'));
+function fakeTrainIn(dir: string, env: NodeJS.ProcessEnv) {
+  mkdirSync(join(dir, 'bin'), { recursive: true });
   const log = join(dir, 'args.log');
   writeFileSync(join(dir, 'bin', 'python3'), ['#!/bin/sh', '[ "$1" = "-c" ] && exit 0', `echo "$*" >> ${JSON.stringify(log)}`,
-    'while [ $# -gt 0 ]; do [ "$1" = "--export-dir" ] && mkdir -p "$2" && echo \'{"mempo":{"dev_round_exact_match":{"memory":0.5}}}\' > "$2/config.json"; shift; done', ''].join('\n'), { mode: 0o755 });
-  const r = spawnSync('bash', [join(dir, 'training', 'train.sh')], {
-    env: { ...process.env, STAGES: 'stage1 stage2', STAGE1_STEPS: '9000', PATH: `${join(dir, 'bin')}:${process.env.PATH ?? ''}` }, encoding: 'utf8',
-  });
-  expect(r.status).toBe(0);
-  const args = readFileSync(log, 'utf8').trimEnd().split('\n');
-  expect(args[0]).toMatch(/^training\/train\.py --steps 9000 --resume /);
-  expect(args[1]).toMatch(/ --steps 1000 --resume /);
+    'while [ $# -gt 0 ]; do [ "$1" = "--export-dir" ] && mkdir -p "$2" && echo "{\\"mempo\\":{\\"dev_round_exact_match\\":{\\"memory\\":0.5}},\\"dir\\":\\"$2\\"}" > "$2/config.json"; shift; done', ''].join('\n'), { mode: 0o755 });
+  const e: NodeJS.ProcessEnv = { ...process.env, ...env, PATH: `${join(dir, 'bin')}:${process.env.PATH ?? ''}` };
+  for (const k of ['PAGE_QUESTIONS', 'STAGE1_STEPS', 'PAGES1_STEPS']) if (!(k in env)) delete e[k];
+  const r = spawnSync('bash', [join(dir, 'training', 'train.sh')], { env: e, encoding: 'utf8' });
+  return { code: r.status, err: r.stderr, args: existsSync(log) ? readFileSync(log, 'utf8').trimEnd().split('\n') : [] };
+}
+
+test('the search-only stages take no page questions; the page stages start from the search-only repair and take PAGE_QUESTIONS (default 200)', () => {
+  const stages = 'stage1 stage2 pages1 pages2';
+  const r = fakeTrain({ STAGES: stages, PAGE_QUESTIONS: '300' }, { repair: 0.5 });
+  expect([r.code, r.err.includes('train.sh: pages2')]).toEqual([0, true]);
+  expect(r.args).toEqual([
+    'training/train.py --steps 7000 --resume --export-dir training/out/stage1',
+    'training/train.py --init training/out/stage1 --steps 1000 --resume --lr 3e-4 --copy-warmup 0 --skip-data --mix probes-full ' +
+      '--distill 5 --aux-weight 0 --run-dir training/out/run-stage2 --export-dir training/out/stage2',
+    'training/train.py --init training/out/repair --steps 4500 --resume --lr 3e-4 --copy-warmup 0 --skip-data --mix bundles-pages-url ' +
+      '--page-questions 300 --run-dir training/out/run-pages1a --export-dir training/out/pages1a',
+    'training/train.py --init training/out/pages1a --steps 1500 --resume --lr 1.5e-4 --copy-warmup 0 --skip-data --mix bundles-pages-stream ' +
+      '--page-questions 300 --run-dir training/out/run-pages1 --export-dir training/out/pages1',
+    'training/train.py --init training/out/pages1 --steps 1000 --resume --lr 3e-4 --copy-warmup 0 --skip-data --mix probes-full-chains ' +
+      '--distill 5 --aux-weight 0 --page-questions 300 --run-dir training/out/run-pages2 --export-dir training/out/pages2',
+  ]);
+  const byDefault = fakeTrain({ STAGES: stages }, { repair: 0.5 });
+  expect(byDefault.args).toEqual(r.args.map((a) => a.replace(' --page-questions 300', ' --page-questions 200')));
 }, 30_000);
+
+test('PAGE_QUESTIONS=0 is the search-only recipe: a page stage is refused before it trains', () => {
+  const r = fakeTrain({ STAGES: 'pages1', PAGE_QUESTIONS: '0' }, { repair: 0.5 });
+  expect(r.code).toBe(2);
+  expect(r.err).toContain('pages1 needs page questions');
+  expect(r.args).toEqual([]);
+}, 30_000);
+
+test('pages1 needs the search-only model it starts from: a missing repair is named', () => {
+  const r = fakeTrain({ STAGES: 'pages1' });
+  expect(r.code).toBe(3);
+  expect(r.err).toContain('training/out/repair/config.json: cannot read it (ENOENT): run that stage first');
+  expect(r.args).toEqual([]);
+}, 30_000);
+
+test('STAGE1_STEPS and PAGES1_STEPS set the two first stages alone', () => {
+  const r = fakeTrain({ STAGES: 'stage1 stage2 pages1 pages2', STAGE1_STEPS: '9000', PAGES1_STEPS: '600' }, { repair: 0.5 });
+  expect(r.code).toBe(0);
+  expect(r.args.map((a) => a.match(/ --steps (\d+) /)?.[1])).toEqual(['9000', '1000', '600', '1500', '1000']);
+  expect(r.args.every((a) => a.includes(' --resume '))).toBe(true);
+}, 30_000);
+
+test('the repairs: bundles under `memory` in both worlds; pages-repair adds 3-hop chains under `full`, and only the last stage replaces the model', () => {
+  const dir = scratch({ stage1: 0.5, stage2: 0.5, pages1: 0.5, pages2: 0.5 });
+  // a mempo CLI that logs its arguments, and a rollout-samples that writes one line naming its batch
+  const rolls = join(dir, 'rolls.log');
+  writeFileSync(join(dir, 'dist/cli/main.js'), `require('fs').appendFileSync(${JSON.stringify(rolls)}, process.argv.slice(2).join(' ') + '\\n');`);
+  writeFileSync(join(dir, 'dist-tools/tools/world/cli.js'),
+    "const a = process.argv; require('fs').writeFileSync(a[a.indexOf('--samples-out') + 1], a[a.indexOf('--batch') + 1] + '\\n');");
+  mkdirSync(join(dir, 'training'), { recursive: true });
+  copyFileSync(join(ROOT, 'training', 'rollout-questions.mjs'), join(dir, 'training', 'rollout-questions.mjs'));
+  mkdirSync(join(dir, 'data/world'), { recursive: true });
+  copyFileSync(join(ROOT, 'data/world/train.jsonl'), join(dir, 'data/world/train.jsonl'));
+  const r = fakeTrainIn(dir, { STAGES: 'repair pages-repair' });
+  expect(r.code).toBe(0);
+  const lines = readFileSync(rolls, 'utf8').trimEnd().split('\n').sort();
+  const memory = lines.filter((l) => l.includes('--context memory'));
+  const full = lines.filter((l) => l.includes('--context full'));
+  expect([memory.length, full.length]).toEqual([4, 2]);
+  for (const l of [...memory, ...full]) expect(l).toMatch(/^rollout .* --limit 120 -n 1 .* --temperature 0 --threads 1 --quiet /);
+  expect(memory.filter((l) => l.includes(' --no-pages ')).map((l) => l.match(/--model (\S+)/)![1]).sort()).toEqual(['training/out/stage1', 'training/out/stage2']);
+  const paged = memory.filter((l) => l.includes(' --pages data/world/pages.jsonl '));
+  expect(paged.map((l) => l.match(/--model (\S+)/)![1]).sort()).toEqual(['training/out/pages1', 'training/out/pages2']);
+  for (const l of full) expect(l).toContain('--questions training/out/chain-questions.jsonl');
+  expect(full.map((l) => l.match(/--model (\S+) .*--offset (\d+)/)!.slice(1).join(' ')).sort()).toEqual(['training/out/pages1 0', 'training/out/pages2 120']);
+  // 240 chains of 3 hops and one objective, from the train split
+  const chains = readFileSync(join(dir, 'training/out/chain-questions.jsonl'), 'utf8').trimEnd().split('\n').map((l) => JSON.parse(l) as { hops: number; objectives: number; split: string });
+  expect(chains).toHaveLength(240);
+  expect(chains.every((q) => q.hops === 3 && q.objectives === 1 && q.split === 'train')).toBe(true);
+  // each repair trains on its own rollouts: 2 batches for the search-only one, 4 for pages-repair
+  expect(readFileSync(join(dir, 'training/out/repair-samples.jsonl'), 'utf8').trimEnd().split('\n')).toEqual(
+    ['training/out/rollouts-stage1/batch.jsonl', 'training/out/rollouts-stage2/batch.jsonl']);
+  expect(readFileSync(join(dir, 'training/out/pages-repair-samples.jsonl'), 'utf8').trimEnd().split('\n')).toEqual([
+    'training/out/rollouts-pages1/batch.jsonl', 'training/out/rollouts-pages2/batch.jsonl',
+    'training/out/rollouts-full-pages1/batch.jsonl', 'training/out/rollouts-full-pages2/batch.jsonl']);
+  const train = r.args.filter((a) => a.includes('--mix repair'));
+  expect(train.map((a) => a.match(/--rollout-teacher (\S+)/)![1])).toEqual(['training/out/stage1', 'training/out/pages1']);
+  expect(train[1]).toContain('--page-questions 200');
+  // pages-repair is the recipe's last stage: its export, not the search-only repair's, is the model now
+  expect(JSON.parse(readFileSync(join(dir, 'models/mempo-tiny/config.json'), 'utf8')).dir).toBe('training/out/pages-repair');
+  // the search-only repair alone leaves the model as it was, unless PAGE_QUESTIONS=0 makes it the last stage
+  writeFileSync(join(dir, 'models/mempo-tiny/config.json'), shipped);
+  expect(fakeTrainIn(dir, { STAGES: 'repair' }).code).toBe(0);
+  expect(readFileSync(join(dir, 'models/mempo-tiny/config.json'), 'utf8')).toBe(shipped);
+  expect(fakeTrainIn(dir, { STAGES: 'repair', PAGE_QUESTIONS: '0' }).code).toBe(0);
+  expect(JSON.parse(readFileSync(join(dir, 'models/mempo-tiny/config.json'), 'utf8')).dir).toBe('training/out/repair');
+}, 60_000);

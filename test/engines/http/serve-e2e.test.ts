@@ -194,7 +194,8 @@ interface Run {
 const tmp = mkdtempSync(join(tmpdir(), 'mempo-serve-e2e-'));
 let runNo = 0;
 // 2 questions × 2 samples, at most 2 rounds of at most 40 tokens: small enough for this 2-core machine.
-const SMALL = ['--limit', '2', '-n', '2', '--max-turns', '2', '--max-round-tokens', '40', '--threads', '1', '--no-report', '--seed', '3'];
+// The search-only world (--no-pages) in every run: the in-process reference and the runs over `serve-retriever`'s corpus.
+const SMALL = ['--limit', '2', '-n', '2', '--max-turns', '2', '--max-round-tokens', '40', '--threads', '1', '--no-report', '--seed', '3', '--no-pages'];
 
 async function rollout(args: string[], dir?: string): Promise<Run> {
   const out = dir ?? join(tmp, `run-${++runNo}`);
