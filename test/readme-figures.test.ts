@@ -17,21 +17,24 @@ const row = (what: string) => {
   return line;
 };
 const pct = (x: number) => (100 * x).toFixed(1);
+// the shipped model's name in results/ (results/README.md: `bash results/pages-eval.sh NAME models/mempo-tiny`)
+const NAME = 'paged-stream';
 
 describe('README "Measured figures" agree with their sources', () => {
   it('npm start: the summary.json shown in docs/experiments.md', () => {
     const exp = readFileSync(join(ROOT, 'docs', 'experiments.md'), 'utf8');
     const block = /```json\n(\{ "questions": 24,[\s\S]*?\})\n```/.exec(exp);
     expect(block).not.toBeNull();
-    const s = JSON.parse(block![1]!) as { meanScore: number; formatValidRate: number; memoryReward: { mean: number; std: number; count: number } };
+    const s = JSON.parse(block![1]!) as { meanScore: number; formatValidRate: number; memoryReward: { mean: number; std: number; count: number }; access: { rounds: number; pagesOpened: number } };
     const r = row('`npm start`');
     expect(r).toContain(`mean score ${s.meanScore.toFixed(3)}`);
     expect(r).toContain(`${pct(s.formatValidRate)} % format-valid`);
+    expect(r).toContain(`${s.access.rounds} access rounds (${s.access.pagesOpened} pages opened)`);
     expect(row('memory reward on that batch')).toContain(`${s.memoryReward.mean.toFixed(4)} ± ${s.memoryReward.std.toFixed(4)} over ${s.memoryReward.count} snapshots`);
   });
 
-  it('the memory reward probes of that batch: results/probes-after.json', () => {
-    const p = json('results/probes-after.json');
+  it(`the memory reward probes of that batch: results/probes-${NAME}.json`, () => {
+    const p = json(`results/probes-${NAME}.json`);
     const r = row('memory reward on that batch');
     expect(r).toContain(`${p.memReward.mean.toFixed(4)} ±`);
     expect(r).toContain(`P_full = 0 in ${pct(p.pFull.goldInContext.zeroShare)} % (${p.pFull.goldInContext.zero} of ${p.pFull.goldInContext.n})`);
@@ -39,19 +42,32 @@ describe('README "Measured figures" agree with their sources', () => {
     expect(r).toContain(`P_mem = 0 in none of the ${p.pMem.goldInContext.n}`);
   });
 
-  it('400 unseen test questions: results/eval/base-{memory,full}.json', () => {
-    const m = json('results/eval/base-memory.json');
-    const f = json('results/eval/base-full.json');
+  it(`400 unseen test questions: results/eval/${NAME}-{memory,full}.json, before pages base-{memory,full}.json`, () => {
+    const m = json(`results/eval/${NAME}-memory.json`);
+    const f = json(`results/eval/${NAME}-full.json`);
+    const bm = json('results/eval/base-memory.json');
+    const bf = json('results/eval/base-full.json');
     const r = row('400 unseen test questions');
-    expect(m.questions).toBe(400);
-    expect(r).toContain(`exact match ${pct(m.em)} % (\`memory\` policy) / ${pct(f.em)} % (\`full\`)`);
+    expect([m.questions, bm.questions]).toEqual([400, 400]);
+    expect(r).toContain(`exact match ${pct(m.em)} % (\`memory\` policy) / ${pct(f.em)} % (\`full\`) with the page tool (the model before pages, without it: ${pct(bm.em)} / ${pct(bf.em)} %)`);
     const hops = ['1', '2', '3'].map((h) => (100 * m.byHops[h].em).toFixed(1).replace(/\.0$/, ''));
     expect(r).toContain(`1/2/3 hops ${hops.join(' / ')} % under \`memory\``);
     expect(r).toContain(`peak context ${Math.round(m.contextTokens.meanPeakPerQuestion)} against ${Math.round(f.contextTokens.meanPeakPerQuestion)} tokens`);
   });
 
-  it('memory reward on 100 dev questions: results/eval/base-dev-probes.json', () => {
-    const p = json('results/eval/base-dev-probes.json');
+  it(`200 unseen page questions: results/eval/${NAME}-page-questions-{memory,full}.json`, () => {
+    const m = json(`results/eval/${NAME}-page-questions-memory.json`);
+    const f = json(`results/eval/${NAME}-page-questions-full.json`);
+    const r = row('200 unseen page questions');
+    expect(m.questions).toBe(200);
+    expect(r).toContain(`exact match ${pct(m.em)} % (\`memory\`) / ${pct(f.em)} % (\`full\`)`);
+    expect(r).toContain(`${m.access.roundsPerTrajectory.toFixed(1)} access rounds per trajectory, ${m.access.pagesOpened} pages opened`);
+    const g = m.access.goldInMemAfterShrink;
+    expect(r).toContain(`the fact in \`<mem>\` after its chunk shrank in ${pct(g.rate)} % (${g.inMem} of ${g.shrank})`);
+  });
+
+  it(`memory reward on 100 dev questions: results/eval/${NAME}-dev-probes.json`, () => {
+    const p = json(`results/eval/${NAME}-dev-probes.json`);
     const r = row('memory reward on 100 dev questions');
     expect(r).toContain(`${p.memReward.mean.toFixed(3)} over ${p.snapshots} snapshots`);
     expect(r).toContain(`P_full = 0 in ${pct(p.pFull.all.zeroShare)} % of all snapshots (${pct(p.pFull.goldInContext.zeroShare)} % of those whose full context holds the gold)`);

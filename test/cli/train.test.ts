@@ -19,7 +19,8 @@ import { EMBEDDED } from '../../src/paths';
 
 
 const CLI = resolve(__dirname, '../../dist/cli/main.js');
-const TINY = ['--questions-per-step', '2', '-n', '3', '--eval-every', '2', '--eval-questions', '3', '--max-turns', '4', '--threads', '1', '--quiet'];
+// The search-only world (--no-pages), in which the metrics fixture below was recorded by b037786, which knew no other.
+const TINY = ['--questions-per-step', '2', '-n', '3', '--eval-every', '2', '--eval-questions', '3', '--max-turns', '4', '--threads', '1', '--quiet', '--no-pages'];
 
 type Line = Record<string, unknown> & { step: number; wallMs: Record<string, number> };
 const lines = (dir: string, name = 'metrics.jsonl'): Line[] => readFileSync(join(dir, name), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Line);
@@ -37,7 +38,8 @@ describeWithTorch('mempo train', () => {
     const ls = lines(ref);
     expect(ls.map((l) => l.step)).toEqual([0, 1, 2, 3]);
     // The default loop (--async-level 0) is the loop before overlapped steps existed: these same flags
-    // gave this metrics.jsonl with the code of b037786 (recorded on the 2-core dev machine, spawned learner's default threads).
+    // gave this metrics.jsonl with the code of b037786 (recorded on the 2-core dev machine, spawned learner's default threads;
+    // re-recorded with b037786's code, built in a worktree, when models/mempo-tiny was retrained with pages, last on 2026-12-04).
     expect(withoutTimes(ls)).toEqual(withoutTimes(lines(resolve(__dirname, '../train/fixtures'), 'train-sync-b037786.jsonl')));
     expect(ls[0]!['eval']).not.toBeNull();
     expect(ls[1]!['eval']).toBeNull();
