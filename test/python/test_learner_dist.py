@@ -3,7 +3,7 @@ processes"): real processes, real gloo on loopback, the embedded model.
 
     PYTHONPATH=learner /usr/bin/python3 -m unittest discover -s test/python -p 'test_learner_dist.py'
 
-Same numbers as one process (log-probs ≤ 1e-6, weights after 3 steps ≤ 1e-5 relative),
+Same numbers as one process (log-probs ≤ 1e-6, weights after 3 steps within 5 % of an Adam step),
 checkpoints written by 2 ranks resume on 1 and the other way round, the launcher start
 (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT), and failures: a rank killed or stalled fails the
 request naming it and rank 0 exits; a rank 0 killed takes the other ranks with it."""
@@ -122,11 +122,15 @@ class DistTest(unittest.TestCase):
         shutil.rmtree(cls.tmp)
 
     def assert_close_weights(self, a_dir, b_dir):
+        # In units of Adam's step (lr): an update moves a weight by at most about lr, and float32 sums taken
+        # in another order (the all-reduce) move m/sqrt(v) of a weight whose gradient is near 0 by a little of
+        # it (0.47 % of a step at most with the model of 2026-12-04); a lost rank moves weights by whole steps,
+        # a wrong average shows in the gradient norms, compared to 1e-5. (1e-5 of the largest weight, the bound
+        # before, is 0.1-0.3 % of a step here and was crossed by 1.3e-5 after the model was retrained.)
         a, b = weights(a_dir), weights(b_dir)
         for n in b:
             with self.subTest(param=n):
-                rel = float((a[n] - b[n]).abs().max() / b[n].abs().max())
-                self.assertLessEqual(rel, 1e-5)
+                self.assertLessEqual(float((a[n] - b[n]).abs().max()), 5e-2 * ADAM["lr"])
 
     def test_1_same_numbers_as_one_process_and_checkpoints_resume_on_the_other_count(self):
         self.assertEqual(self.c2.json("GET", "/info")[1]["processes"], 2)
