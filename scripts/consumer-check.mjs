@@ -109,10 +109,14 @@ function compileTs(what, files, outDir) {
 }
 
 // ---- 1. examples
-/** `npx mempo serve` on a free loopback port; resolves with its URL and a stop function. */
+/**
+ * `npx mempo serve` on a free loopback port; resolves with its URL and a stop function. The installed bin is
+ * started itself, as npx would find it: a SIGTERM to npx does not reach the server it started, which then
+ * outlived the check.
+ */
 function startServe() {
   return new Promise((res, rej) => {
-    const child = spawn('npx', ['--no-install', 'mempo', 'serve', '--port', '0'], { cwd: app, env, stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(join(app, 'node_modules', '.bin', 'mempo'), ['serve', '--port', '0'], { cwd: app, env, stdio: ['ignore', 'ignore', 'pipe'] });
     let err = '';
     const timer = setTimeout(() => { child.kill('SIGTERM'); rej(new Error(`mempo serve did not listen within 60 s:\n${err}`)); }, 60_000);
     child.on('exit', (code) => { clearTimeout(timer); rej(new Error(`mempo serve exited (${code}):\n${err}`)); });
