@@ -223,6 +223,8 @@ const ZOD_ONLY = /^(?:\.\.\/)+node_modules\/zod\/v4\/locales\/index\.d\.cts\(\d+
 const MATRIX = [
   { name: 'TypeScript defaults (no options: ES5, CommonJS, node10), non-strict, esModuleInterop', type: 'commonjs', file: 'consumer.ts', options: { esModuleInterop: true } },
   { name: 'TypeScript defaults without esModuleInterop: fails in zod\'s declarations only', type: 'commonjs', file: 'consumer.ts', options: {}, zodOnly: true },
+  // No tsconfig at all: `tsc --noEmit consumer.ts` (ES5's lib unless mempo's declarations name theirs).
+  { name: 'plain `tsc --noEmit consumer.ts`, no tsconfig: fails in zod\'s declarations only', type: 'commonjs', file: 'consumer.ts', cli: true, zodOnly: true },
   { name: 'tsc --init of TypeScript <= 5.8 (commonjs, es2016, esModuleInterop, strict)', type: 'commonjs', file: 'consumer.ts', options: { target: 'es2016', module: 'commonjs', esModuleInterop: true, forceConsistentCasingInFileNames: true, strict: true } },
   { name: 'strictest CommonJS (node10, noUncheckedIndexedAccess, exactOptionalPropertyTypes)', type: 'commonjs', file: 'consumer.ts', options: { target: 'es2022', module: 'commonjs', esModuleInterop: true, strict: true, noUncheckedIndexedAccess: true, exactOptionalPropertyTypes: true } },
   { name: 'node16, CommonJS consumer, strict', type: 'commonjs', file: 'consumer.ts', options: { target: 'es2022', module: 'node16', moduleResolution: 'node16', strict: true } },
@@ -245,14 +247,15 @@ MATRIX.forEach((m, k) => {
     const text = readFileSync(join(dir, 'tsconfig.json'), 'utf8');
     if (!/"skipLibCheck": true/.test(text)) fatal(`tsc --init wrote no "skipLibCheck": true to turn off:\n${text}`);
     writeFileSync(join(dir, 'tsconfig.json'), text.replace(/"skipLibCheck": true/, '"skipLibCheck": false').replace(/^\{/, `{\n  "files": ${JSON.stringify(files)},`));
-  } else {
+  } else if (!m.cli) {
     writeFileSync(join(dir, 'tsconfig.json'), `${JSON.stringify({ compilerOptions: { ...m.options, noEmit: true, skipLibCheck: false }, files }, null, 2)}\n`);
   }
+  const args = m.cli ? [tsc, '--noEmit', ...files] : [tsc, '-p', join(dir, 'tsconfig.json'), '--noEmit'];
   if (!m.zodOnly) {
-    run(`types: ${m.name}`, process.execPath, [tsc, '-p', join(dir, 'tsconfig.json'), '--noEmit'], { cwd: dir });
+    run(`types: ${m.name}`, process.execPath, args, { cwd: dir });
     return;
   }
-  const r = spawnSync(process.execPath, [tsc, '-p', join(dir, 'tsconfig.json'), '--noEmit'], { cwd: dir, encoding: 'utf8' });
+  const r = spawnSync(process.execPath, args, { cwd: dir, encoding: 'utf8' });
   const errors = r.stdout.split('\n').filter((l) => /error TS\d+/.test(l));
   if (r.status === 0) console.log(`note types: ${m.name}: now passes (zod fixed its declarations, or mempo's no longer load them): make it a plain row`);
   else if (errors.length > 0 && errors.every((l) => ZOD_ONLY.test(l))) console.log(`ok   types: ${m.name} (${errors.length} TS1259 errors, all in zod/v4/locales/index.d.cts)`);

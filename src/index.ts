@@ -10,6 +10,9 @@
 // The declarations use Node's types (http.Server, ChildProcess): a consumer whose tsconfig lists
 // no "types" (as `tsc --init` writes since TypeScript 5.9) still gets them, from @types/node.
 /// <reference types="node" preserve="true" />
+// And the ES2020 library they name (ReadonlyMap, BigInt64Array, AsyncGenerator): a consumer compiling with
+// TypeScript's defaults (target ES5, its lib) would not otherwise know them.
+/// <reference lib="es2020" preserve="true" />
 
 // Kernels (src/kernels): outcome reward §3, memory reward §4, advantages §5, loss §6, the backend.
 export {

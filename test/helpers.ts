@@ -34,6 +34,28 @@ export function expectClose(a: ArrayLike<number>, b: ArrayLike<number>, atol = 1
 export const EXPECTED_BACKEND = process.env.MEMPO_BACKEND === 'js' ? 'js' : 'native';
 
 /** fn's result on the native backend, then on the JS twin; the backend in force before is restored. */
+/**
+ * Paths where two JSON values differ, numbers compared within |a − b| ≤ atol + rtol·max(|a|, |b|) and
+ * everything else (keys, strings, booleans, nulls, integers' presence) exactly: for files recorded on one
+ * CPU and recomputed on another, where float32 reductions run in another order (SIMD width, threads).
+ */
+export function jsonMismatches(actual: unknown, expected: unknown, atol: number, rtol: number, at = '$'): string[] {
+  if (typeof actual === 'number' && typeof expected === 'number') {
+    if (Number.isInteger(expected) && Number.isInteger(actual) && Math.abs(expected) > 1 && actual !== expected) return [`${at}: ${actual} ≠ ${expected}`];
+    return Math.abs(actual - expected) <= atol + rtol * Math.max(Math.abs(actual), Math.abs(expected)) ? [] : [`${at}: ${actual} ≠ ${expected}`];
+  }
+  if (Array.isArray(actual) && Array.isArray(expected)) {
+    if (actual.length !== expected.length) return [`${at}: length ${actual.length} ≠ ${expected.length}`];
+    return actual.flatMap((v, i) => jsonMismatches(v, expected[i], atol, rtol, `${at}[${i}]`));
+  }
+  if (actual !== null && expected !== null && typeof actual === 'object' && typeof expected === 'object' && !Array.isArray(actual) && !Array.isArray(expected)) {
+    const a = actual as Record<string, unknown>, e = expected as Record<string, unknown>;
+    const keys = [...new Set([...Object.keys(a), ...Object.keys(e)])];
+    return keys.flatMap((k) => (k in a && k in e ? jsonMismatches(a[k], e[k], atol, rtol, `${at}.${k}`) : [`${at}.${k}: ${k in a ? 'unexpected' : 'missing'}`]));
+  }
+  return Object.is(actual, expected) ? [] : [`${at}: ${JSON.stringify(actual)} ≠ ${JSON.stringify(expected)}`];
+}
+
 export function onEachBackend<T>(fn: () => T): { native: T; js: T } {
   const before: Backend = backend();
   try {
