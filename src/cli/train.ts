@@ -156,7 +156,8 @@ async function train(
       else await engine.local!.reload(dir);
     };
     const writeReport = (all: readonly StepMetrics[]) => {
-      if (s.report) writeFileAtomic(join(out, TRAIN_REPORT), trainReportHtml(all, { title: `mempo train — ${out}`, memoryReward: memory }));
+      // the title names the directory as typed: no machine path in a report that is shared
+      if (s.report) writeFileAtomic(join(out, TRAIN_REPORT), trainReportHtml(all, { title: `mempo train — ${s.out}`, memoryReward: memory }));
     };
     return await runTraining(
       {

@@ -9,7 +9,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join, relative, resolve } from 'node:path';
 import { killOnceExists, runCli } from './run-cli';
 import { describeWithTorch, jsonMismatches } from '../helpers';
 import { LocalModel } from '../../src/engines/local/local-model';
@@ -32,7 +32,7 @@ describeWithTorch('mempo train', () => {
   const ref = join(root, 'ref');
 
   it('two steps: one metrics line per step after the step-0 evaluation, checkpoints, report', async () => {
-    const r = await runCli(['train', '--out', ref, '--steps', '3', ...TINY]);
+    const r = await runCli(['train', '--out', relative(process.cwd(), ref), '--steps', '3', ...TINY]);
     expect(r.err).toBe('');
     expect(r.code).toBe(0);
     const ls = lines(ref);
@@ -57,6 +57,8 @@ describeWithTorch('mempo train', () => {
     expect(existsSync(join(ref, 'checkpoints', 'step-1'))).toBe(false);
     for (const s of [2, 3]) for (const f of ['model.onnx', 'config.json', 'tokenizer.json', 'learner.json', 'learner.safetensors', 'trainer.json']) expect(existsSync(join(ref, 'checkpoints', `step-${s}`, f))).toBe(true);
     expect(readFileSync(join(ref, 'train-report.html'), 'utf8')).toContain('<svg');
+    // the report's title names the run directory as typed (relative here), not the machine's absolute path
+    expect(readFileSync(join(ref, 'train-report.html'), 'utf8')).toContain(`<h1>mempo train — ${relative(process.cwd(), ref)}</h1>`);
     const ev = await runCli(['eval', '--model', join(ref, 'checkpoints', 'step-3'), '--limit', '2', '--quiet', '--json']);
     expect(ev.code).toBe(0);
     expect((JSON.parse(ev.out) as { questions: number }).questions).toBe(2);
