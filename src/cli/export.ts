@@ -13,7 +13,7 @@ import { resolveProtocolIds, type IdCodec } from '../protocol/special-ids';
 import { EMBEDDED } from '../paths';
 import { int } from './options';
 import { holdRunDir } from './run-dir';
-import type { RunIO } from './run';
+import type { RunIO } from './run-settings';
 
 /** `--export` / `--format` values: repeatable, each one format or a comma-separated list. */
 export function exportFormatList(v: string, previous: unknown): ExportFormat[] {

@@ -13,7 +13,7 @@ import { describeHolder, lockRunDir } from '../io/run-lock';
 import { EXPORT_FILES } from '../io/export';
 import { agentSystemPrompt } from '../pipeline/trajectory';
 import type { BatchRecord, Question } from '../contracts';
-import type { RunIO, RunSettings } from './run';
+import type { RunIO, RunSettings } from './run-settings';
 
 /** The settings of a run that must match for --resume to continue it. */
 export function fingerprint(s: RunSettings): Record<string, unknown> {

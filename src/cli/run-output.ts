@@ -6,7 +6,7 @@ import { formatEvalReport, type RunSummary } from '../pipeline/summary';
 import { renderReport } from '../io/report';
 import { MempoError } from '../errors';
 import type { Retriever } from '../contracts';
-import type { RunEngine, RunIO, RunOutcome, RunSettings } from './run';
+import type { RunEngine, RunIO, RunOutcome, RunSettings } from './run-settings';
 import { describeRetriever } from './inputs';
 
 /** A path as the user would type it: relative to the working directory when inside it. */

@@ -8,16 +8,12 @@ import { CausalLM } from '../engines/local/causal-lm';
 import { createRng, mixSeed } from '../rng';
 import type { BatchRecord } from '../pipeline/batch';
 import { LocalModel } from '../engines/local/local-model';
-import { type Generator, type TargetScorer } from '../contracts';
 import { connectCompletionsServers } from '../engines/http/connect';
-import type { BackendStats, HttpCompletionsBackend } from '../engines/http/client';
-import type { ServerSettings } from './options';
 import { JsonlWriter, sortBatchFile } from '../io/run-dir';
 import { checkFailures, printOutcome, writeOutputs } from './run-output';
-import type { PipelineOptions } from '../options';
 import { runPipeline, type PipelineResult } from '../pipeline/pipeline';
 import { readQuestionFiles, type Question } from '../io/questions';
-import { evalReport, summarize, type EvalReport, type RunSummary } from '../pipeline/summary';
+import { evalReport, summarize } from '../pipeline/summary';
 import { MempoError } from '../errors';
 import { HttpRetriever } from '../retrieval/http-retriever';
 import type { Retriever } from '../contracts';
@@ -25,50 +21,10 @@ import { EMBEDDED } from '../paths';
 import { progressBars } from './progress';
 import { holdRunDir, prepareRunDir } from './run-dir';
 import { boundThreads, checkManifest, checkModelConfig, describeRetriever, dropOverlong, openCorpus } from './inputs';
-import { writeExports, type ExportFormat } from '../io/export';
+import { writeExports } from '../io/export';
 import { padTokenIdOf } from './export';
+import type { RunEngine, RunIO, RunOutcome, RunSettings } from './run-settings';
 
-export interface RunIO {
-  stdout: NodeJS.WritableStream;
-  stderr: NodeJS.WritableStream;
-}
-
-export interface RunSettings {
-  kind: 'rollout' | 'eval';
-  out: string | null;
-  /** Questions files, read as one list (several: interleaved in proportion, `readQuestionFiles`). */
-  questions: string[];
-  offset: number;
-  limit: number | null;
-  /** Shuffle the questions (seeded by the run's seed) before --offset / --limit. */
-  shuffle: boolean;
-  model: string;
-  corpus: string | null;
-  retriever: string | null;
-  /** `--pages`: the local page tool's pages JSONL beside the corpus (docs/algorithm.md §1). */
-  pages?: string | null;
-  resume: boolean;
-  force: boolean;
-  quiet: boolean;
-  json: boolean;
-  report: boolean;
-  reportQuestions: number;
-  threads: number | null;
-  /** Inference servers for generation and scoring (--server); null = the local model. */
-  server?: ServerSettings | null;
-  /** `--export`: also write the batch in these layouts for other trainers (docs/export.md). */
-  export?: ExportFormat[];
-  options: PipelineOptions;
-}
-
-export interface RunOutcome {
-  summary: RunSummary;
-  eval: EvalReport | null;
-  records: BatchRecord[];
-  wallMs: number;
-  /** Requests, retries and failures per server (runs with --server). */
-  server: BackendStats | null;
-}
 
 /** Fisher-Yates with the run's seed: the same seed gives the same slice. */
 export function shuffled<T>(items: readonly T[], seed: number): T[] {
@@ -166,16 +122,6 @@ export async function openRetriever(s: RunSettings): Promise<Retriever> {
   return r;
 }
 
-/** The model a run samples and scores with: inference servers (--server) or the local ONNX model. */
-export interface RunEngine {
-  engine: Generator & TargetScorer;
-  /** What the banner says. */
-  source: string;
-  /** Set with --server. */
-  server: HttpCompletionsBackend | null;
-  /** Set for the local model (disposed at the end). */
-  local: CausalLM | null;
-}
 
 export async function openEngine(s: RunSettings, io: RunIO, warn: (m: string) => void): Promise<RunEngine> {
   const srv = s.server ?? null;

@@ -9,7 +9,7 @@ import { LocalModel } from '../engines/local/local-model';
 import { checkToken, requireTokenOffLoopback, SERVER_TOKEN_ENV } from '../servers/auth';
 import { createCompletionsServer, listen } from '../servers/completions-server';
 import { boundThreads, checkManifest, checkModelConfig } from './inputs';
-import type { RunIO } from './run';
+import type { RunIO } from './run-settings';
 
 export interface Serving {
   server: Server;

@@ -7,7 +7,7 @@ import { resolveTrainOptions, trainSchema } from '../train/options';
 import { int, num } from './options';
 import { executeTrain, type TrainSettings } from './train';
 import { LEARNER_DEFAULTS } from '../learner/http-learner';
-import type { RunIO, RunSettings } from './run';
+import type { RunIO, RunSettings } from './run-settings';
 
 const D = trainSchema.parse({});
 const pos = num((x) => x > 0 && Number.isFinite(x), 'a positive number');

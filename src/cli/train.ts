@@ -17,7 +17,8 @@ import type { TrainOptions } from '../train/options';
 import type { TrainPhase } from '../train/step';
 import { trainReportHtml } from '../io/train-report';
 import { checkManifest, checkModelConfig, describeRetriever, dropOverlong } from './inputs';
-import { openEngine, openRetriever, shuffled, type RunIO, type RunSettings } from './run';
+import { openEngine, openRetriever, shuffled } from './run';
+import type { RunIO, RunSettings } from './run-settings';
 import { fingerprint, holdRunDir } from './run-dir';
 
 export interface TrainSettings {

@@ -22,7 +22,7 @@ import { DEFAULT_SEED, buildPageSet, buildWorld } from '../../tools/world/world'
 import type { Question as WorldQuestion } from '../../tools/world/questions';
 import { renderReport } from '../../src/io/report';
 import { printOutcome } from '../../src/cli/run-output';
-import type { RunOutcome, RunSettings } from '../../src/cli/run';
+import type { RunOutcome, RunSettings } from '../../src/cli/run-settings';
 import { sink } from '../cli/run-cli';
 import { FakeScorer, answer, search, tokenizer } from './helpers';
 
