@@ -2,7 +2,8 @@
 import { isAbsolute, join, relative, resolve } from 'node:path';
 import type { BatchRecord } from '../pipeline/batch';
 import { writeFileAtomic } from '../io/run-dir';
-import { formatEvalReport, type RunSummary } from '../pipeline/summary';
+import type { RunSummary } from '../pipeline/summary';
+import { formatEvalReport } from '../pipeline/eval-report';
 import { renderReport } from '../io/report';
 import { MempoError } from '../errors';
 import type { Retriever } from '../contracts';

@@ -8,7 +8,8 @@ import type { Generator, TargetScorer } from '../contracts';
 import type { BackendStats, HttpCompletionsBackend } from '../engines/http/client';
 import type { ServerSettings } from './options';
 import type { PipelineOptions } from '../options';
-import type { EvalReport, RunSummary } from '../pipeline/summary';
+import type { RunSummary } from '../pipeline/summary';
+import type { EvalReport } from '../pipeline/eval-report';
 import type { ExportFormat } from '../io/export';
 
 export interface RunIO {

@@ -1,7 +1,7 @@
 /** One metrics.jsonl line per step (docs/algorithm.md §9): what the batch scored, what the update did, where the time went. */
 import type { BatchRecord } from '../contracts';
 import { exactMatch, meanStd, summarize } from '../pipeline/summary';
-import type { EvalReport } from '../pipeline/summary';
+import type { EvalReport } from '../pipeline/eval-report';
 import type { UpdateStats } from './update';
 
 export interface Moments {

@@ -6,7 +6,7 @@
  */
 import type { BatchRecord, Generator, Learner, Question, Retriever, TargetScorer } from '../contracts';
 import { runPipeline, type ProgressSink } from '../pipeline/pipeline';
-import { evalReport } from '../pipeline/summary';
+import { evalReport } from '../pipeline/eval-report';
 import type { PipelineOptions } from '../options';
 import { mixSeed } from '../rng';
 import { timed } from '../util';

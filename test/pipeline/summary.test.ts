@@ -1,7 +1,8 @@
 import { toTensorBatch } from '../../src/pipeline/batch';
 /** summary.json and the eval table from batch records; report.html structure. */
 import type { BatchRecord } from '../../src/pipeline/batch';
-import { evalReport, formatEvalReport, summarize } from '../../src/pipeline/summary';
+import { summarize } from '../../src/pipeline/summary';
+import { evalReport, formatEvalReport } from '../../src/pipeline/eval-report';
 import { renderReport } from '../../src/io/report';
 
 function rec(uid: string, sample: number, o: { score: number; answer: string; hops: number; objectives: number; ctx: number[]; mem?: Array<number | null>; valid?: boolean; excluded?: boolean }): BatchRecord {
