@@ -8,6 +8,9 @@
 // raw and python come from learner/mempo_learner/bench.py run on the same batch (--batch). Prints
 // tokens/s and each path's overhead against raw; --json prints the figures as JSON.
 // Flags: --samples 16, --tokens 500, --threads 2, --reps 3, --json.
+// --pythons A,B: instead, the same batch under two Pythons (e.g. python3 with the pinned torch 2.13 and
+// Debian's /usr/bin/python3 with torch 1.13), interleaved A, B, A, B … for --reps rounds of
+// mempo_learner.bench: the raw torch step and the learner's forward+backward over HTTP, medians, B / A.
 // --procs 1,2: instead, the learner on 1 and 2 processes (docs/learner.md "Several processes",
 // learner/mempo_learner/bench_dist.py): tokens/s of a training step (2 micro-batches), rank 0's
 // time in collectives and the bytes all-reduced per step, and DDP against the explicit all-reduce.
@@ -39,6 +42,41 @@ const tokens = samples.reduce((a, s) => a + s.ids.length, 0);
 const targets = tokens - S;
 
 const median = (xs) => xs.slice().sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+/** The learner step under each Python, one bench.py run (--reps 1) per Python per round, interleaved. */
+async function comparePythons(pythons, dir) {
+  if (pythons.length !== 2 || pythons.some((p) => p === '')) throw new Error(`--pythons: two comma-separated interpreters, got ${JSON.stringify(pythons)}`);
+  const batchFile = path.join(dir, 'batch.frame');
+  const flat = samples.flatMap((s) => s.ids);
+  writeFileSync(batchFile, encodeFrame({}, [
+    ['ids', int32([flat.length], flat)],
+    ['lengths', int32([S], samples.map((s) => s.ids.length))],
+    ['target_start', int32([S], samples.map((s) => s.targetStart))],
+  ]));
+  const runs = pythons.map(() => []);
+  for (let r = 0; r < reps; r++) {
+    pythons.forEach((py, k) => {
+      runs[k].push(JSON.parse(execFileSync(py, ['-m', 'mempo_learner.bench', '--batch', batchFile, '--threads', String(threads), '--reps', '1'], {
+        env: { ...process.env, PYTHONPATH: path.join(root, 'learner') }, encoding: 'utf8', maxBuffer: 1 << 20,
+      }).trim().split('\n').pop()));
+    });
+  }
+  const rows = pythons.map((py, k) => ({
+    python: py, torch: runs[k][0].torch,
+    raw_tokens_per_s: Math.round(tokens / median(runs[k].map((x) => x.raw_s))),
+    http_tokens_per_s: Math.round(tokens / median(runs[k].map((x) => x.http_s))),
+    optim_step_ms: Math.round(1000 * median(runs[k].map((x) => x.optim_step_s))),
+  }));
+  const res = { samples: S, tokens, threads, rounds: reps, cpu: os.cpus()[0]?.model ?? 'unknown', rows,
+    raw_ratio_b_over_a: +(rows[1].raw_tokens_per_s / rows[0].raw_tokens_per_s).toFixed(3),
+    http_ratio_b_over_a: +(rows[1].http_tokens_per_s / rows[0].http_tokens_per_s).toFixed(3) };
+  if (flag('--json')) console.log(JSON.stringify(res));
+  else {
+    console.log(`learner step under two Pythons: ${S} samples, ${tokens} tokens, ${threads} threads, ${reps} interleaved rounds, median (${res.cpu})`);
+    for (const r of rows) console.log(`  ${r.python} (torch ${r.torch}): raw ${r.raw_tokens_per_s} tokens/s, learner over HTTP ${r.http_tokens_per_s} tokens/s, optim_step ${r.optim_step_ms} ms`);
+    console.log(`  B / A: raw ${res.raw_ratio_b_over_a}×, learner ${res.http_ratio_b_over_a}×`);
+  }
+}
+
 async function time(fn) {
   await fn(); // warm-up
   const out = [];
@@ -69,6 +107,10 @@ if (value('--procs', '') !== '') {
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'mempo-bench-learner-'));
 try {
+  if (value('--pythons', '') !== '') {
+    await comparePythons(value('--pythons', '').split(','), dir);
+    process.exit(0);
+  }
   const batchFile = path.join(dir, 'batch.frame');
   const flat = samples.flatMap((s) => s.ids);
   writeFileSync(batchFile, encodeFrame({}, [
