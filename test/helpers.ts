@@ -94,9 +94,9 @@ export function canMountTmpfs(dir: string, size: string, needs: string): boolean
 }
 
 let torchPy: string | null | undefined;
-/** The first of python3, /usr/bin/python3 that imports torch (the learner's tests), or null; probed once, on first use. */
+/** The first of /usr/bin/python3 (Debian torch 1.13, the suites' reference), python3 that imports torch (the learner's tests), or null; probed once, on first use. */
 export function torchPython(): string | null {
-  if (torchPy === undefined) torchPy = ['python3', '/usr/bin/python3'].find((py) => spawnSyncQuiet(py, ['-c', 'import torch'])) ?? null;
+  if (torchPy === undefined) torchPy = ['/usr/bin/python3', 'python3'].find((py) => spawnSyncQuiet(py, ['-c', 'import torch'])) ?? null;
   return torchPy;
 }
 
