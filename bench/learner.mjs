@@ -42,9 +42,8 @@ const tokens = samples.reduce((a, s) => a + s.ids.length, 0);
 const targets = tokens - S;
 
 const median = (xs) => xs.slice().sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-/** The learner step under each Python, one bench.py run (--reps 1) per Python per round, interleaved. */
-async function comparePythons(pythons, dir) {
-  if (pythons.length !== 2 || pythons.some((p) => p === '')) throw new Error(`--pythons: two comma-separated interpreters, got ${JSON.stringify(pythons)}`);
+/** The benchmark batch as a frame file in dir (what mempo_learner.bench --batch reads). */
+function writeBatch(dir) {
   const batchFile = path.join(dir, 'batch.frame');
   const flat = samples.flatMap((s) => s.ids);
   writeFileSync(batchFile, encodeFrame({}, [
@@ -52,6 +51,13 @@ async function comparePythons(pythons, dir) {
     ['lengths', int32([S], samples.map((s) => s.ids.length))],
     ['target_start', int32([S], samples.map((s) => s.targetStart))],
   ]));
+  return batchFile;
+}
+
+/** The learner step under each Python, one bench.py run (--reps 1) per Python per round, interleaved. */
+async function comparePythons(pythons, dir) {
+  if (pythons.length !== 2 || pythons.some((p) => p === '')) throw new Error(`--pythons: two comma-separated interpreters, got ${JSON.stringify(pythons)}`);
+  const batchFile = writeBatch(dir);
   const runs = pythons.map(() => []);
   for (let r = 0; r < reps; r++) {
     pythons.forEach((py, k) => {
@@ -111,13 +117,7 @@ try {
     await comparePythons(value('--pythons', '').split(','), dir);
     process.exit(0);
   }
-  const batchFile = path.join(dir, 'batch.frame');
-  const flat = samples.flatMap((s) => s.ids);
-  writeFileSync(batchFile, encodeFrame({}, [
-    ['ids', int32([flat.length], flat)],
-    ['lengths', int32([S], samples.map((s) => s.ids.length))],
-    ['target_start', int32([S], samples.map((s) => s.targetStart))],
-  ]));
+  const batchFile = writeBatch(dir);
   const python = mempo.findPython();
   const py = JSON.parse(execFileSync(python, ['-m', 'mempo_learner.bench', '--batch', batchFile, '--threads', String(threads), '--reps', String(reps)], {
     env: { ...process.env, PYTHONPATH: path.join(root, 'learner') }, encoding: 'utf8', maxBuffer: 1 << 20,
