@@ -8,8 +8,8 @@
  */
 import type { BatchRecord, BatchRound } from '../contracts';
 import { grpoOutcomeAdvantage } from '../kernels/outcome-advantage';
-import type { CapturedEpisode } from './capture';
-import { episodeSamples } from './episode-samples';
+import type { CapturedCall, CapturedEpisode } from './capture';
+import { episodeSamples, type EpisodeSample } from './episode-samples';
 
 export interface AgentTask {
   id: string;
@@ -39,11 +39,18 @@ export interface AgentRecordSource {
   part: number;
 }
 
+/** One record with the episode calls and the sample it was made from (what the memory reward reads). */
+export interface RecordOrigin {
+  record: BatchRecord;
+  calls: readonly CapturedCall[];
+  sample: EpisodeSample;
+}
+
 /**
  * The records of one task's episodes, in episode then sample order; `sample` numbers the records
- * of the task from 0. `sources[i]` names record i's episode and part.
+ * of the task from 0. `sources[i]` names record i's episode and part, `origins[i]` its calls and sample.
  */
-export function episodeRecords(task: AgentTask, episodes: readonly ScoredEpisode[], opts: EpisodeRecordOptions = {}): { records: BatchRecord[]; sources: AgentRecordSource[] } {
+export function episodeRecords(task: AgentTask, episodes: readonly ScoredEpisode[], opts: EpisodeRecordOptions = {}): { records: BatchRecord[]; sources: AgentRecordSource[]; origins: RecordOrigin[] } {
   const kept = episodes.filter((e) => e.reward !== null);
   const adv = new Map<ScoredEpisode, number>();
   if (kept.length > 0) {
@@ -55,6 +62,7 @@ export function episodeRecords(task: AgentTask, episodes: readonly ScoredEpisode
   }
   const records: BatchRecord[] = [];
   const sources: AgentRecordSource[] = [];
+  const origins: RecordOrigin[] = [];
   for (const e of episodes) {
     const excluded = e.reward === null;
     const a = adv.get(e) ?? 0;
@@ -76,7 +84,7 @@ export function episodeRecords(task: AgentTask, episodes: readonly ScoredEpisode
         contextTokens: s.promptIds.length + c.start,
         observation: null,
       }));
-      records.push({
+      const record: BatchRecord = {
         uid: task.id,
         sample: records.length,
         question: task.question,
@@ -98,9 +106,11 @@ export function episodeRecords(task: AgentTask, episodes: readonly ScoredEpisode
         doneReason: null,
         error: e.error,
         excluded,
-      });
+      };
+      records.push(record);
       sources.push({ episode: e.episode.id, part });
+      origins.push({ record, calls: e.episode.calls, sample: s });
     });
   }
-  return { records, sources };
+  return { records, sources, origins };
 }
