@@ -212,7 +212,7 @@ export async function main(argv: readonly string[], io: RunIO = { stdout: proces
     }
     if (err instanceof MempoError) {
       io.stderr.write(`error: ${err.message}\n`);
-      return err.code === 'ERR_INVALID_OPTION' || err.code === 'ERR_INVALID_INPUT' ? 2 : 1;
+      return err.code === 'ERR_INVALID_OPTION' || err.code === 'ERR_INVALID_INPUT' || err.code === 'ERR_INPUT_FILE' ? 2 : 1;
     }
     const e = err as Error & { code?: string };
     io.stderr.write(`error: ${e.code ? `[${e.code}] ` : ''}${e.message}\n`);
