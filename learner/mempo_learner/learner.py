@@ -234,12 +234,60 @@ class Learner:
         if not math.isfinite(norm):
             self.opt.zero_grad(set_to_none=True)
             raise bad(f"optim_step: the accumulated gradient norm is {norm}; no step taken, gradients zeroed")
+        # a finite step can still overflow the weights (lr 1e308): the old weights and AdamW state are
+        # kept aside until the new ones are checked (twice the parameters' memory, for the step only)
+        kept = self._keep()
         for g in self.opt.param_groups:
             g.update(lr=lr, weight_decay=wd, betas=(b1, b2), eps=eps)
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
+        first = self.non_finite()
+        if first is not None:
+            self._restore(kept)
+            raise bad(f"optim_step: the step made weight {first} non-finite (lr {lr:g}); no step taken, the "
+                      "weights and optimizer state are as before, gradients zeroed")
         self.step += 1
         return norm
+
+    def _keep(self):
+        with torch.no_grad():
+            params = [p.detach().clone() for p in self.params]
+            state = {p: {k: (v.clone() if torch.is_tensor(v) else v) for k, v in st.items()}
+                     for p, st in self.opt.state.items()}
+        groups = [{k: v for k, v in g.items() if k != "params"} for g in self.opt.param_groups]
+        return params, state, groups
+
+    def _restore(self, kept) -> None:
+        params, state, groups = kept
+        with torch.no_grad():
+            for p, old in zip(self.params, params):
+                p.copy_(old)
+        self.opt.state.clear()  # a parameter's first step created state it did not have
+        self.opt.state.update(state)
+        for g, old in zip(self.opt.param_groups, groups):
+            g.update(old)
+
+    def non_finite(self) -> Optional[str]:
+        """The name of the first parameter holding a NaN or an infinity, else None."""
+        flags = torch.stack([torch.isfinite(p).all() for p in self.params]).cpu()
+        bad_at = torch.nonzero(~flags)
+        return self.param_names[int(bad_at[0])] if bad_at.numel() else None
+
+    def _check_dest(self, dest, what: str) -> None:
+        """Refuses, before anything is touched, the directories the learner reads from: its --model
+        directory (the tokenizer and graph it copies into every save) and the KL reference's."""
+        if not isinstance(dest, str) or not os.path.isabs(dest) or "\0" in dest:
+            return  # write_dir refuses it, naming the field
+        real = os.path.realpath(dest)
+        for role, d in (("the learner's --model directory", self.model.model_dir),
+                        ("the KL reference's directory", self.reference_dir)):
+            if real == os.path.realpath(d):
+                raise bad(f"{what}: {dest} is {role} ({d}), which the learner reads from; "
+                          "save elsewhere; nothing was changed")
+        first = self.non_finite()
+        if first is not None:
+            raise LearnerError("non_finite", f"{what}: weight {first} holds a value that is not finite; "
+                               "not saved", 409)
 
     def _save_dir(self, dest, what: str, write) -> str:
         """The model directory, what `write` adds, and a manifest of both that says the learner
@@ -255,9 +303,11 @@ class Learner:
         return write_dir(dest, what, fill)
 
     def save_weights(self, dest) -> str:
+        self._check_dest(dest, "save_weights")
         return self._save_dir(dest, "save_weights", lambda tmp: None)
 
     def save_checkpoint(self, dest) -> str:
+        self._check_dest(dest, "save_checkpoint")
         cuda = self.device if self.device.type == "cuda" else None
         return self._save_dir(dest, "save_checkpoint", lambda tmp: save_state(
             tmp, self.opt, self.param_names, step=self.step, seed=self.seed,
@@ -280,6 +330,14 @@ class Learner:
         odd = [n for n, m in kinds.items() if not (stat.S_ISREG(m) or stat.S_ISDIR(m))]
         if odd:
             raise bad(f"load_checkpoint: {os.path.join(src, sorted(odd)[0])} is not a regular file")
+        # the learner writes no links: one leading out of the directory would load (and then copy
+        # into every later save) a file the checkpoint does not hold
+        home = os.path.realpath(src)
+        for n in sorted(names):
+            p = os.path.join(src, n)
+            if os.path.islink(p) and os.path.commonpath([home, os.path.realpath(p)]) != home:
+                raise bad(f"load_checkpoint: {p} is a symbolic link to {os.path.realpath(p)}, outside the "
+                          "checkpoint directory")
         if isinstance(self.model, HfModel) and not any(n.endswith(".safetensors") and n != STATE_TENSORS for n in names):
             # transformers would fall back to pytorch_model.bin, a pickle
             raise bad(f"load_checkpoint: {src} has no model .safetensors; weights in a pickle are not loaded")
