@@ -12,11 +12,16 @@ import torch
 from .checkpoint import LEGACY_PICKLE, STATE_JSON, STATE_TENSORS, load_state, save_state
 from .errors import LearnerError, bad
 from .hf import HfModel, is_hf
+from .limits import RequestLimits
 from .manifest import ADDED_BY_MEMPO, LEARNER, write_manifest
 from .save_dir import check_path, write_dir
 from .tiny import TinyModel, is_tiny, manifest_name
 
 PROTOCOL = 1
+
+
+def too_large(message: str) -> LearnerError:
+    return LearnerError("bad_request", message, 413)
 
 
 def load_model(model_dir: str):
@@ -41,13 +46,14 @@ def _number(p: dict, key: str, lo: float, hi: float = math.inf, lo_open: bool = 
 
 class Learner:
     def __init__(self, model_dir: str, device: str = "cpu", dtype: str = "fp32", seed: int = 0,
-                 chunk_tokens: int = 16384):
+                 chunk_tokens: int = 16384, limits: RequestLimits = RequestLimits()):
         self.device = torch.device(device)
         self.dtype = dtype
         self.seed = seed
         self.chunk_tokens = chunk_tokens
         torch.manual_seed(seed)
         self.model = load_model(model_dir)
+        self.limits = limits.resolved(self.model.max_context)
         self.model.lm.to(self.device).train(False)  # no dropout in these models; eval semantics
         named = [(n, p) for n, p in self.model.lm.named_parameters() if p.requires_grad]
         self.param_names = [n for n, _ in named]
@@ -66,7 +72,10 @@ class Learner:
         return {"protocol": PROTOCOL, "learner": f"mempo_learner (torch, {self.model.kind})",
                 "model": self.model.model_dir, "parameters": sum(p.numel() for p in self.params),
                 "device": str(self.device), "dtype": self.dtype, "step": self.step, "torch": torch.__version__,
-                "processes": self.world}
+                "processes": self.world, "limits": {
+                    "max_forward_tokens": self.limits.max_forward_tokens,
+                    "max_forward_samples": self.limits.max_forward_samples,
+                    "max_graph_tokens": self.limits.max_graph_tokens}}
 
     def _policy(self, name: str):
         if name == "current":
@@ -113,6 +122,13 @@ class Learner:
                 raise bad(f"forward: the frame has no tensor {name}")
             if a.dtype != np.int32 or a.ndim != 1:
                 raise bad(f"forward: {name} must be I32 of rank 1, received {a.dtype} {list(a.shape)}")
+        lim = self.limits
+        if lengths.size > lim.max_forward_samples:
+            raise too_large(f"forward: {lengths.size} samples, over the limit of {lim.max_forward_samples} "
+                            "(max_forward_samples in /info, --max-forward-samples)")
+        if ids.size > lim.max_forward_tokens:
+            raise too_large(f"forward: {ids.size} tokens, over the limit of {lim.max_forward_tokens} "
+                            "(max_forward_tokens in /info, --max-forward-tokens)")
         if lengths.shape != starts.shape:
             raise bad(f"forward: lengths [{lengths.size}] and target_start [{starts.size}] differ in size")
         if int(lengths.astype(np.int64).sum()) != ids.size:
@@ -138,11 +154,24 @@ class Learner:
             raise bad(f"forward: policy must be \"current\" or \"reference\", received {policy!r}")
         if grad and policy != "current":
             raise bad("forward: grad is only for the current policy (the reference is frozen)")
+        if grad:  # what the graph kept until /backward costs, known from the lengths alone
+            kept = self.graph_tokens(lengths)
+            if kept > self.limits.max_graph_tokens:
+                raise too_large(f"forward: with grad, {lengths.size} samples of up to {int(lengths.max())} tokens "
+                                f"pad to {kept} tokens kept until backward, over the limit of "
+                                f"{self.limits.max_graph_tokens} (max_graph_tokens in /info, --max-graph-tokens); "
+                                "split the micro-batch")
+
+    def graph_tokens(self, lengths: np.ndarray) -> int:
+        """Padded tokens (rows × longest) summed over the chunks a forward runs in."""
+        return sum(len(c) * int(lengths[c[0]]) for c in self._chunks(lengths))
 
     def forward(self, ids, lengths, starts, policy: str = "current", grad: bool = False):
         """(forward_id, logp F32 [sum(lengths - starts)], tokens); with grad the graph is kept.
         With several ranks, logp holds this rank's samples and zeros elsewhere."""
         self.check_forward(ids, lengths, starts, policy, grad)
+        if grad:  # replaced by this one: its graph is freed before this one's is built
+            self.pending = None
         lm = self._policy(policy)
         begin = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
         out_at = np.concatenate([[0], np.cumsum(lengths - starts, dtype=np.int64)])

@@ -8,15 +8,18 @@ signals while a request runs.
 import json
 import os
 import shutil
+import socket
+import subprocess
+import sys
 import tempfile
+import time
 import unittest
 
 import numpy as np
 import torch
 
-from test_learner import ADAM, samples
+from test_learner import ADAM, ROOT, TINY, Client, random_model_dir, samples, spawn
 from test_learner_checkpoint import run_step, snapshot
-from test_learner import random_model_dir
 
 from mempo_learner.learner import Learner, LearnerError  # noqa: E402 (test_learner put learner/ on the path)
 
@@ -152,3 +155,89 @@ class CheckpointLinkTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class RequestLimitTest(unittest.TestCase):
+    """Item 1: what one /forward may hold, announced in /info and refused (413) before the learner
+    allocates anything for it."""
+
+    def start(self, *extra):
+        p = spawn(*extra)
+
+        def stop():
+            if p.poll() is None:
+                p.kill()
+            p.communicate()
+        self.addCleanup(stop)
+        line = p.stdout.readline()
+        self.assertIn('"listening"', line, p.stderr.read() if not line else "")
+        c = Client(json.loads(line)["url"])
+        self.addCleanup(c.close)
+        return p, c
+
+    def rss_kb(self, pid):
+        with open(f"/proc/{pid}/status") as f:
+            return int(next(ln for ln in f if ln.startswith("VmRSS:")).split()[1])
+
+    def test_the_limits_are_announced_and_enforced(self):
+        p, c = self.start()
+        st, info = c.json("GET", "/info")
+        self.assertEqual(st, 200)
+        # the embedded model's context (2048) is below the default graph limit
+        self.assertEqual(info["limits"], {"max_forward_tokens": 1 << 20, "max_forward_samples": 16384, "max_graph_tokens": 16384})
+        before = self.rss_kb(p.pid)
+        # the issue's repro: 100,000 samples of 2 tokens with grad (a 1.2 MB frame) took 24 GB
+        n = 100_000
+        t = {"ids": np.ones(2 * n, np.int32), "lengths": np.full(n, 2, np.int32), "target_start": np.ones(n, np.int32)}
+        t0 = time.monotonic()
+        st, r = c.frame("/forward", {"policy": "current", "grad": True}, t)
+        self.assertEqual((st, r["error"]["code"]), (413, "bad_request"), r)
+        self.assertIn("100000 samples, over the limit of 16384 (max_forward_samples", r["error"]["message"])
+        self.assertLess(time.monotonic() - t0, 10)
+        self.assertLess(self.rss_kb(p.pid) - before, 200_000)  # KiB: nothing was built for it
+        # within the sample and token limits, the graph a grad forward would keep: the chunk of
+        # 8 × 2048 (16384 tokens, the learner's chunk) and the 5-token sample alone
+        ids, lens, starts = samples(3, [2048] * 8 + [5], [1] * 9)
+        t = {"ids": ids, "lengths": lens, "target_start": starts}
+        st, r = c.frame("/forward", {"policy": "current", "grad": True}, t)
+        self.assertEqual(st, 413, r)
+        self.assertIn("pad to 16389 tokens kept until backward, over the limit of 16384 (max_graph_tokens", r["error"]["message"])
+        # the same samples without grad keep no graph: answered
+        st, (params, out) = c.frame("/forward", {"policy": "current", "grad": False}, t)
+        self.assertEqual((st, out["logp"].size), (200, int((lens - starts).sum())))
+        self.assertLess(self.rss_kb(p.pid) - before, 2_000_000)
+
+    def test_the_limits_are_options_and_bound_the_body_before_it_is_read(self):
+        p, c = self.start("--max-forward-tokens", "1000", "--max-forward-samples", "10", "--max-graph-tokens", "300")
+        st, info = c.json("GET", "/info")
+        self.assertEqual(info["limits"], {"max_forward_tokens": 1000, "max_forward_samples": 10, "max_graph_tokens": 300})
+        ids, lens, starts = samples(4, [100] * 3, [1] * 3)
+        t = {"ids": ids, "lengths": lens, "target_start": starts}
+        self.assertEqual(c.frame("/forward", {"policy": "current", "grad": True}, t)[0], 200)  # 300 padded tokens
+        ids, lens, starts = samples(4, [101, 100, 100], [1] * 3)
+        st, r = c.frame("/forward", {"policy": "current", "grad": True}, {"ids": ids, "lengths": lens, "target_start": starts})
+        self.assertEqual(st, 413)
+        self.assertIn("pad to 303 tokens", r["error"]["message"])
+        ids, lens, starts = samples(4, [500, 501], [1, 1])
+        st, r = c.frame("/forward", {"policy": "current", "grad": False}, {"ids": ids, "lengths": lens, "target_start": starts})
+        self.assertEqual(st, 413)
+        self.assertIn("1001 tokens, over the limit of 1000 (max_forward_tokens", r["error"]["message"])
+        # a Content-Length past what the limits allow is refused before a byte of the body is read
+        cap = (1 << 20) + 4 * (1000 + 2 * 10)
+        s = socket.create_connection((c.conn.host, c.conn.port))
+        self.addCleanup(s.close)
+        s.sendall(f"POST /forward HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-mempo-frame\r\n"
+                  f"Content-Length: {cap + 1}\r\n\r\n".encode())
+        head = s.recv(65536).decode("latin-1")
+        self.assertTrue(head.startswith("HTTP/1.1 413"), head)
+        self.assertIn(f"a body of {cap + 1} bytes is over the {cap}-byte limit", head)
+        self.assertEqual(c.json("GET", "/info")[0], 200)
+
+    def test_bad_limit_options_are_refused(self):
+        for flag, v in (("--max-forward-tokens", "0"), ("--max-graph-tokens", "-3"), ("--max-forward-samples", str(2 ** 31))):
+            with self.subTest(flag=flag):
+                r = subprocess.run([sys.executable, "-m", "mempo_learner", "--model", TINY, flag, v], cwd=ROOT,
+                                   env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "learner")),
+                                   capture_output=True, text=True, timeout=60)
+                self.assertEqual(r.returncode, 2)
+                self.assertIn(f"{flag} must be in [1, {2 ** 31 - 1}], received {v}", r.stderr)
