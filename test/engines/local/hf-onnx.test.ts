@@ -12,9 +12,10 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { CausalLM } from '../../../src/engines/local/causal-lm';
 import { locateModelFiles } from '../../../src/engines/local/model-dir';
-import { describeWithTransformers, exportHf, PY, zoo } from './hf-helpers';
+import { describeWithTransformers, exportHf, PY, ROOT, zoo } from './hf-helpers';
 
 const REF = resolve(__dirname, 'hf_reference.py');
+const CLI = resolve(ROOT, 'dist', 'cli', 'main.js');
 const TOL = 1e-4;
 const NEW_TOKENS = 16;
 
@@ -25,7 +26,7 @@ const PROMPTS: Record<string, number[][]> = {
   'qwen2.5': [[151644, 872, 198, 9707, 1879, 0, 12345, 100000, 151935], [9707, 11, 1879]],
 };
 
-function reference(mode: 'greedy' | 'score', dir: string, request: unknown, out: string): void {
+function reference(mode: 'greedy' | 'score' | 'chat', dir: string, request: unknown, out: string): void {
   const req = `${out}.request.json`;
   writeFileSync(req, JSON.stringify(request));
   const r = spawnSync(PY, [REF, mode, dir, req, out], { encoding: 'utf8', timeout: 300_000 });
@@ -158,6 +159,35 @@ describeWithTransformers('Hugging Face exports on the embedded runtime vs transf
         expect(maxDiff(got, 0, want[i]!, 0, got.length)).toBeLessThan(TOL);
         expect(Math.max(...ratios)).toBeLessThan(TOL);
       }
+    });
+
+    it('runs `mempo rollout --model HFDIR` end to end: prompts are the tokenizer\'s own chat template, old log-probs are transformers\'', () => {
+      const out = join(work, `${arch}-rollout`);
+      const system = 'Answer with a search, then the answer.';
+      const r = spawnSync(process.execPath, [CLI, 'rollout', '--model', dir, '--limit', '2', '--group-size', '2', '--max-turns', '2', '--max-round-tokens', '16',
+        '--max-response-tokens', '64', '--seed', '3', '--threads', '1', '--quiet', '--no-report', '--system-prompt', system, '--out', out], { encoding: 'utf8', timeout: 300_000 });
+      expect(r.stderr).toBe('');
+      expect(r.status).toBe(0);
+      const summary = JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8')) as { trajectories: number; backendErrors: number; tokensGenerated: number };
+      expect(summary).toMatchObject({ trajectories: 4, backendErrors: 0 });
+      expect(summary.tokensGenerated).toBeGreaterThan(0);
+      const records = readFileSync(join(out, 'batch.jsonl'), 'utf8').split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as {
+        question: string; promptIds: number[]; responseIds: number[]; oldLogp: number[]; rounds: { start: number; end: number }[];
+      });
+      expect(records).toHaveLength(4);
+      // The prompt: transformers' apply_chat_template of the same messages, with the generation prompt.
+      reference('chat', dir, { conversations: records.map((rec) => [{ role: 'system', content: system }, { role: 'user', content: rec.question }]) }, join(work, `${arch}-chat.json`));
+      const chat = (JSON.parse(readFileSync(join(work, `${arch}-chat.json`), 'utf8')) as { ids: number[][] }).ids;
+      records.forEach((rec, i) => expect(rec.promptIds).toEqual(chat[i]));
+      // The first round was sampled right after the prompt: its old log-probs are transformers' at temperature 1.
+      const items = records.map((rec) => ({ prompt: rec.promptIds, tokens: rec.responseIds.slice(rec.rounds[0]!.start, rec.rounds[0]!.end) }));
+      expect(items.every((it) => it.tokens.length > 0)).toBe(true);
+      reference('score', dir, { items }, join(work, `${arch}-rollout-score.json`));
+      const want = (JSON.parse(readFileSync(join(work, `${arch}-rollout-score.json`), 'utf8')) as { logprobs: number[][] }).logprobs;
+      records.forEach((rec, i) => {
+        const got = rec.oldLogp.slice(rec.rounds[0]!.start, rec.rounds[0]!.end);
+        expect(maxDiff(got, 0, want[i]!, 0, got.length)).toBeLessThan(TOL);
+      });
     });
   });
 });

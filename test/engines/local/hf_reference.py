@@ -9,6 +9,9 @@ run by mempo's runtime is compared with). Never imports mempo.
     python3 hf_reference.py score MODEL_DIR REQUEST.json OUT.json
         REQUEST: {"items": [{"prompt": [ids], "tokens": [ids]}]}
         writes {"logprobs": [[log_softmax(logits)[token] per token] ...]} (float64 math)
+    python3 hf_reference.py chat MODEL_DIR REQUEST.json OUT.json
+        REQUEST: {"conversations": [[{"role", "content"}, ...], ...]}
+        writes {"ids": [[ids of the tokenizer's chat template with the generation prompt] ...]}
 """
 import json
 import sys
@@ -52,9 +55,23 @@ def score(lm, req, path):
         json.dump({"logprobs": res}, f)
 
 
+def chat(model_dir, req, path):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    ids = []
+    for conv in req["conversations"]:
+        text = tok.apply_chat_template(conv, tokenize=False, add_generation_prompt=True)
+        ids.append(tok(text, add_special_tokens=False)["input_ids"])
+    with open(path, "w") as f:
+        json.dump({"ids": ids}, f)
+
+
 if __name__ == "__main__":
     mode, model_dir, req_path, out = sys.argv[1:5]
     with open(req_path) as f:
         request = json.load(f)
-    model = load(model_dir)
-    {"greedy": greedy, "score": score}[mode](model, request, out)
+    if mode == "chat":
+        chat(model_dir, request, out)
+    else:
+        {"greedy": greedy, "score": score}[mode](load(model_dir), request, out)
