@@ -133,7 +133,7 @@ def verl_or_transcription():
     return real, "verl %s's own functions" % verl.__version__
 
 
-V = transcribed  # the verl variants prepare() times; main() picks verl itself where importable
+VERL = transcribed  # the verl variants prepare() times; main() picks verl itself where importable
 
 
 # --- gather: log_softmax(logits)[target] -------------------------------------------------------
@@ -189,8 +189,8 @@ def prepare(case, d):
         logits = load(d, "logits", np.float32, (R, V))
         targets = load(d, "targets", np.int32).long()
         variants = {
-            "naive": lambda: V.logprobs_naive(logits, targets),
-            "v2": lambda: V.logprobs_v2(logits, targets),
+            "naive": lambda: VERL.logprobs_naive(logits, targets),
+            "v2": lambda: VERL.logprobs_v2(logits, targets),
             "vectorised": lambda: logprobs_vectorised(logits, targets),
         }
         return variants, lambda out: {"out": out}
@@ -202,7 +202,7 @@ def prepare(case, d):
         if kind == "grpo":
             variants = {"vectorised": lambda: grpo_vectorised(scores, index, mask, G)}
             if B <= 4096:
-                variants["verl"] = lambda: V.grpo_verl(scores.float(), index, mask)
+                variants["verl"] = lambda: VERL.grpo_verl(scores.float(), index, mask)
             return variants, lambda out: {"out": out}
         rewards = load(d, "rewards", np.float64)
         mem_index = load(d, "memGroups", np.int32).long()
@@ -215,14 +215,14 @@ def prepare(case, d):
         old = load(d, "oldLogp", np.float32, (R, C))
         adv = load(d, "advantages", np.float32, (R, C))
         mask = load(d, "mask", np.uint8, (R, C)).float()
-        return {"verl": lambda: V.ppo_verl(logp, old, adv, mask)}, lambda out: {"loss": out[0].reshape(1).double(), "grad": out[1]}
+        return {"verl": lambda: VERL.ppo_verl(logp, old, adv, mask)}, lambda out: {"loss": out[0].reshape(1).double(), "grad": out[1]}
     raise ValueError("unknown case kind " + kind)
 
 
 def main():
-    global V
+    global VERL
     torch.set_num_threads(int(sys.argv[1]))
-    V, what = verl_or_transcription()
+    VERL, what = verl_or_transcription()
     sys.stderr.write("bench/peer.py: the verl variants are %s\n" % what)
     torch.set_grad_enabled(True)
     cache = {}
