@@ -13,11 +13,11 @@
  * - at most 256 connections; headers and bodies trickled past 10 s are cut off (408).
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import type { Server } from 'node:http';
 import { connect, type Socket } from 'node:net';
-import { networkInterfaces, tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { networkInterfaces } from 'node:os';
+import { resolve } from 'node:path';
 import { Bm25Retriever } from '../../src/retrieval/bm25';
 import { PageStore } from '../../src/retrieval/pages';
 import { HttpRetriever } from '../../src/retrieval/http-retriever';
