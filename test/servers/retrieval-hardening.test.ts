@@ -315,12 +315,14 @@ describe('connection limits (the learner\'s: 256 connections, 10 s for headers, 
     for (const s of socks) s.destroy();
   }, 30_000);
 
-  it('headers or a body trickled past 10 s are cut off with 408', async () => {
+  it('headers or a body trickled past 10 s, or a connection that sends nothing, are cut off with 408', async () => {
     const { base } = await serve();
     const headers = await open(base);
     const body = await open(base);
+    const silent = await open(base);
     const headersClosed = whenClosed(headers, 16_000);
     const bodyClosed = whenClosed(body, 16_000);
+    const silentClosed = whenClosed(silent, 16_000);
     headers.write('POST /retrieve HTTP/1.1\r\nHost: x\r\n');
     body.write('POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"queries":');
     // One byte a second: each write is well inside any idle limit, the whole far past 10 s.
@@ -328,9 +330,9 @@ describe('connection limits (the learner\'s: 256 connections, 10 s for headers, 
       if (!headers.destroyed) headers.write('X');
       if (!body.destroyed) body.write(' ');
     }, 1000);
-    const [h, b] = await Promise.all([headersClosed, bodyClosed]);
+    const [h, b, q] = await Promise.all([headersClosed, bodyClosed, silentClosed]);
     clearInterval(trickle);
-    for (const [got, what] of [[h, 'headers'], [b, 'body']] as const) {
+    for (const [got, what] of [[h, 'headers'], [b, 'body'], [q, 'nothing sent']] as const) {
       expect({ what, got }).toEqual({ what, got: expect.objectContaining({ text: expect.stringMatching(/^HTTP\/1\.1 408 /) }) });
       const after = (got as { after: number }).after;
       expect(after).toBeGreaterThanOrEqual(9_000);
