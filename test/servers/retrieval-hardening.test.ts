@@ -96,6 +96,7 @@ describe('jsonStringBytes counts JSON.stringify to the byte', () => {
     ['plain ASCII', 'Mamek is a city'],
     ['quotes and backslashes', '"\\"\\\\'],
     ['control characters, short and \\u escapes', '\b\f\n\r\t\u0000\u0001\u001f\u007f'],
+    ['two- and three-byte UTF-8, nothing to escape', 'é€\u2028\u2029 Mamek'],
     ['two-, three- and four-byte UTF-8', 'é€😀\u2028\u2029'],
     ['lone surrogates, high at the end', 'a\udc00b\ud800'],
     ['the mixed page', MIXED.repeat(3)],
