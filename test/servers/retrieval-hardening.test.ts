@@ -22,6 +22,8 @@ import { Bm25Retriever } from '../../src/retrieval/bm25';
 import { PageStore } from '../../src/retrieval/pages';
 import { HttpRetriever } from '../../src/retrieval/http-retriever';
 import { createRetrievalServer, jsonStringBytes, listen, RETRIEVAL_SERVER_DEFAULTS } from '../../src/servers/retrieval-server';
+import { openRetriever } from '../../src/cli/run';
+import type { RunSettings } from '../../src/cli/run-settings';
 
 const TOKEN_ENV = 'MEMPO_SERVE_TOKEN';
 const BIN = resolve(__dirname, '..', '..', 'dist', 'cli', 'main.js');
@@ -192,6 +194,27 @@ describe('serve-retriever off loopback needs a token', () => {
     const without = new HttpRetriever(url, { retries: 0 });
     await expect(without.search(['Mamek'], 1)).rejects.toThrow(`answered HTTP 401: {"error":"a valid Authorization: Bearer <token> is required (mempo serve-retriever --token)"}; set ${TOKEN_ENV} to the token the server was started with`);
   });
+});
+
+test(`a run's --retriever sends ${TOKEN_ENV} (openRetriever): the server's pages are found and searches answered`, async () => {
+  const token = 'run-token';
+  const { url } = await serve({ token });
+  const settings = (access: boolean) => ({ retriever: url, pages: null, options: { tool: { timeoutMs: 5000, retries: 0, backoffMs: 10, access } } }) as unknown as RunSettings;
+  const saved = process.env[TOKEN_ENV];
+  try {
+    process.env[TOKEN_ENV] = token;
+    const s = settings(false);
+    const r = await openRetriever(s);
+    expect(s.options.tool.access).toBe(true);
+    expect((await r.search(['Mamek'], 1))[0]![0]!.title).toBe('Mamek');
+    delete process.env[TOKEN_ENV];
+    const without = settings(false);
+    await expect((await openRetriever(without)).search(['Mamek'], 1)).rejects.toThrow(`answered HTTP 401`);
+    expect(without.options.tool.access).toBe(false);
+  } finally {
+    if (saved === undefined) delete process.env[TOKEN_ENV];
+    else process.env[TOKEN_ENV] = saved;
+  }
 });
 
 describe('/access answers are bounded', () => {
