@@ -46,6 +46,9 @@ class RetryableError extends Error {}
 /** A 413: the request (or its answer) is too large for the server. */
 class TooLargeError extends MempoError {}
 
+/** A 401: the server wants a token this client lacks or got wrong. */
+class UnauthorizedError extends MempoError {}
+
 function toDoc(hit: z.output<typeof hitSchema>): RetrievedDoc {
   const doc = 'document' in hit ? (hit.document as z.output<typeof documentSchema>) : (hit as z.output<typeof documentSchema>);
   const score = 'document' in hit && typeof hit.score === 'number' ? hit.score : 0;
@@ -138,12 +141,14 @@ export class HttpRetriever implements Retriever {
 
   /**
    * Whether the server has pages: one `POST /access` with no URLs, answered 200 by a server with
-   * pages (mempo serve-retriever --pages, ASearcher's). Any other answer, or none, is "no pages".
+   * pages (mempo serve-retriever --pages, ASearcher's). Any other answer, or none, is "no pages",
+   * but a 401 is an error: the server wants a token (the run would otherwise go on without pages).
    */
   async hasPages(): Promise<boolean> {
     try {
       return accessSchema.safeParse(await this.once(this.accessUrl, JSON.stringify({ urls: [] }))).success;
-    } catch {
+    } catch (err) {
+      if (err instanceof UnauthorizedError) throw err;
       return false;
     }
   }
@@ -189,7 +194,7 @@ export class HttpRetriever implements Retriever {
     if (res.status === 413) throw new TooLargeError('ERR_RETRIEVER_RESPONSE', `The retrieval server at ${url} answered HTTP 413: ${clip(text)}`);
     if (res.status === 401) {
       const hint = this.token === undefined ? `; set ${SERVER_TOKEN_ENV} to the token the server was started with` : `; check ${SERVER_TOKEN_ENV}`;
-      throw new MempoError('ERR_RETRIEVER_RESPONSE', `The retrieval server at ${url} answered HTTP 401: ${clip(text)}${hint}`);
+      throw new UnauthorizedError('ERR_RETRIEVER_RESPONSE', `The retrieval server at ${url} answered HTTP 401: ${clip(text)}${hint}`);
     }
     if (!res.ok) {
       throw new MempoError('ERR_RETRIEVER_RESPONSE', `The retrieval server at ${url} answered HTTP ${res.status}: ${clip(text)}`);

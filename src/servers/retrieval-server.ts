@@ -133,12 +133,18 @@ export function parseAccessRequest(text: string, o: Limits): string[] {
   return urls as string[];
 }
 
+/** Characters JSON.stringify escapes, and surrogates (a lone one is escaped, a pair is 4 bytes). */
+// eslint-disable-next-line no-control-regex -- control characters are what JSON escapes
+const NEEDS_CARE = /["\\\u0000-\u001f\ud800-\udfff]/;
+
 /**
  * Bytes of `JSON.stringify(s)` as UTF-8, counted without building it: `"` and `\` escape to 2,
  * control characters to 2 (`\n`, `\t`, ...) or 6 (`\u0001`), a lone surrogate to 6 (`\udc00`).
  * Stops counting once past `limit` (the count returned is then above it).
  */
 export function jsonStringBytes(s: string, limit = Infinity): number {
+  // Most pages have nothing to escape and no surrogates: their UTF-8 length, counted natively (about 10x faster than the loop).
+  if (!NEEDS_CARE.test(s)) return 2 + Buffer.byteLength(s, 'utf8');
   let n = 2;
   for (let i = 0; i < s.length && n <= limit; i++) {
     const c = s.charCodeAt(i);

@@ -5,7 +5,7 @@
  *
  * - a FIFO as --pages / --corpus / --questions is refused at once naming the file (it blocked the
  *   open for good, and rollout / eval then ignored SIGINT and SIGTERM);
- * - a symlink to /dev/zero is refused as a device (it was read without end);
+ * - a symlink to /dev/zero is refused as a device (it was read without end), a directory as one;
  * - a 600 MB sparse file is refused by its size, naming it (it gave ERR_STRING_TOO_LONG without a name);
  * - bytes that are not UTF-8 are an error naming the file, line and byte (pages and corpora had
  *   them replaced silently).
@@ -110,5 +110,17 @@ describeBuilt.each(COMMANDS)('mempo $cmd with hostile input files', ({ cmd, flag
     expect(r.code).toBe(2);
     const col = utf8 === '--pages' ? 47 : 38;
     expect(r.err).toBe(`error: ${file}:2: not valid UTF-8 (byte ${col} of the line is 0xff)\n`);
+  }, PROMPT_MS + 10_000);
+});
+
+describeBuilt('a directory as an input file', () => {
+  test.each([
+    { cmd: 'eval', flag: '--corpus', name: 'corpus', extra: ['--quiet'] },
+    { cmd: 'serve-retriever', flag: '--pages', name: 'pages file', extra: ['--port', '0'] },
+  ])('mempo $cmd $flag DIR is refused naming it as a directory (exit 2)', async ({ cmd, flag, name, extra }) => {
+    const r = await runBin([cmd, ...extra, flag, dir]);
+    expect(r.hung).toBe(false);
+    expect(r.code).toBe(2);
+    expect(r.err).toBe(`error: Cannot read ${dir}: the ${name} is a directory, not a regular file\n`);
   }, PROMPT_MS + 10_000);
 });

@@ -13,15 +13,17 @@
  * - at most 256 connections; headers and bodies trickled past 10 s are cut off (408).
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import type { Server } from 'node:http';
 import { connect, type Socket } from 'node:net';
-import { networkInterfaces, tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { networkInterfaces } from 'node:os';
+import { resolve } from 'node:path';
 import { Bm25Retriever } from '../../src/retrieval/bm25';
 import { PageStore } from '../../src/retrieval/pages';
 import { HttpRetriever } from '../../src/retrieval/http-retriever';
 import { createRetrievalServer, jsonStringBytes, listen, RETRIEVAL_SERVER_DEFAULTS } from '../../src/servers/retrieval-server';
+import { openRetriever } from '../../src/cli/run';
+import type { RunSettings } from '../../src/cli/run-settings';
 
 const TOKEN_ENV = 'MEMPO_SERVE_TOKEN';
 const BIN = resolve(__dirname, '..', '..', 'dist', 'cli', 'main.js');
@@ -96,6 +98,7 @@ describe('jsonStringBytes counts JSON.stringify to the byte', () => {
     ['plain ASCII', 'Mamek is a city'],
     ['quotes and backslashes', '"\\"\\\\'],
     ['control characters, short and \\u escapes', '\b\f\n\r\t\u0000\u0001\u001f\u007f'],
+    ['two- and three-byte UTF-8, nothing to escape', 'é€\u2028\u2029 Mamek'],
     ['two-, three- and four-byte UTF-8', 'é€😀\u2028\u2029'],
     ['lone surrogates, high at the end', 'a\udc00b\ud800'],
     ['the mixed page', MIXED.repeat(3)],
@@ -191,6 +194,26 @@ describe('serve-retriever off loopback needs a token', () => {
     const without = new HttpRetriever(url, { retries: 0 });
     await expect(without.search(['Mamek'], 1)).rejects.toThrow(`answered HTTP 401: {"error":"a valid Authorization: Bearer <token> is required (mempo serve-retriever --token)"}; set ${TOKEN_ENV} to the token the server was started with`);
   });
+});
+
+test(`a run's --retriever sends ${TOKEN_ENV} (openRetriever): the server's pages are found and searches answered`, async () => {
+  const token = 'run-token';
+  const { url } = await serve({ token });
+  const settings = (access: boolean) => ({ retriever: url, pages: null, options: { tool: { timeoutMs: 5000, retries: 0, backoffMs: 10, access } } }) as unknown as RunSettings;
+  const saved = process.env[TOKEN_ENV];
+  try {
+    process.env[TOKEN_ENV] = token;
+    const s = settings(false);
+    const r = await openRetriever(s);
+    expect(s.options.tool.access).toBe(true);
+    expect((await r.search(['Mamek'], 1))[0]![0]!.title).toBe('Mamek');
+    delete process.env[TOKEN_ENV];
+    // Without the token the run stops at the first probe, saying what to set (rather than running without pages).
+    await expect(openRetriever(settings(false))).rejects.toThrow(`/access answered HTTP 401: {"error":"a valid Authorization: Bearer <token> is required (mempo serve-retriever --token)"}; set ${TOKEN_ENV} to the token the server was started with`);
+  } finally {
+    if (saved === undefined) delete process.env[TOKEN_ENV];
+    else process.env[TOKEN_ENV] = saved;
+  }
 });
 
 describe('/access answers are bounded', () => {
@@ -315,12 +338,14 @@ describe('connection limits (the learner\'s: 256 connections, 10 s for headers, 
     for (const s of socks) s.destroy();
   }, 30_000);
 
-  it('headers or a body trickled past 10 s are cut off with 408', async () => {
+  it('headers or a body trickled past 10 s, or a connection that sends nothing, are cut off with 408', async () => {
     const { base } = await serve();
     const headers = await open(base);
     const body = await open(base);
+    const silent = await open(base);
     const headersClosed = whenClosed(headers, 16_000);
     const bodyClosed = whenClosed(body, 16_000);
+    const silentClosed = whenClosed(silent, 16_000);
     headers.write('POST /retrieve HTTP/1.1\r\nHost: x\r\n');
     body.write('POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"queries":');
     // One byte a second: each write is well inside any idle limit, the whole far past 10 s.
@@ -328,9 +353,9 @@ describe('connection limits (the learner\'s: 256 connections, 10 s for headers, 
       if (!headers.destroyed) headers.write('X');
       if (!body.destroyed) body.write(' ');
     }, 1000);
-    const [h, b] = await Promise.all([headersClosed, bodyClosed]);
+    const [h, b, q] = await Promise.all([headersClosed, bodyClosed, silentClosed]);
     clearInterval(trickle);
-    for (const [got, what] of [[h, 'headers'], [b, 'body']] as const) {
+    for (const [got, what] of [[h, 'headers'], [b, 'body'], [q, 'nothing sent']] as const) {
       expect({ what, got }).toEqual({ what, got: expect.objectContaining({ text: expect.stringMatching(/^HTTP\/1\.1 408 /) }) });
       const after = (got as { after: number }).after;
       expect(after).toBeGreaterThanOrEqual(9_000);
