@@ -241,3 +241,74 @@ class RequestLimitTest(unittest.TestCase):
                                    capture_output=True, text=True, timeout=60)
                 self.assertEqual(r.returncode, 2)
                 self.assertIn(f"{flag} must be in [1, {2 ** 31 - 1}], received {v}", r.stderr)
+
+
+class OnnxReaderTest(unittest.TestCase):
+    """Item 8: model.onnx gets mempo serve's reader rules (src/engines/local/reload.ts)."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="pyl-hard-onnx-")
+        self.addCleanup(shutil.rmtree, self.tmp)
+
+    def write(self, name, data):
+        p = os.path.join(self.tmp, name)
+        with open(p, "wb") as f:
+            f.write(data)
+        return p
+
+    def refused(self, path, msg, timeout=30):
+        """OnnxWeights(path) in a child process: refused with msg within timeout seconds."""
+        code = ("import sys\nfrom mempo_learner.onnx_weights import OnnxWeights\n"
+                "try:\n    OnnxWeights(sys.argv[1])\nexcept ValueError as e:\n    print(e)\n    sys.exit(3)\n")
+        t0 = time.monotonic()
+        r = subprocess.run([sys.executable, "-c", code, path], env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "learner")),
+                           capture_output=True, text=True, timeout=timeout)
+        self.assertEqual(r.returncode, 3, r.stdout + r.stderr)
+        self.assertIn(msg, r.stdout)
+        return time.monotonic() - t0
+
+    def test_a_file_over_the_size_limit_is_refused_by_its_size(self):
+        p = os.path.join(self.tmp, "model.onnx")
+        with open(p, "wb") as f:
+            f.truncate(2 ** 31)  # sparse: 2 GiB of zeros that take no disk
+        self.refused(p, f"{p} has {2 ** 31} bytes, more than the {2 ** 31 - 1} an ONNX model may have", timeout=20)
+
+    def test_field_number_zero_and_malformed_fields_are_refused(self):
+        graph_tag = bytes([7 << 3 | 2])
+        cases = [
+            (bytes(64), "field number 0 at byte 0"),
+            (graph_tag + bytes([3, 5 << 3 | 2, 1, 0]), "field number 0 at byte 4"),  # inside an initializer
+            (graph_tag + bytes([2]) + bytes([0x80]), "field 7: length 2 runs past its message"),
+            (bytes([1 << 3 | 0]) + bytes([0xff] * 11), "varint too long"),
+            (bytes([1 << 3 | 0, 0x80]), "truncated varint"),
+            (bytes([1 << 3 | 1, 1, 2]), "field 1: a fixed-size value runs past its message"),
+            (bytes([1 << 3 | 3]), "unsupported wire type 3"),
+            (bytes([0x80, 0x80, 0x80, 0x80, 0x10, 0]), f"field number {2 ** 29} at byte 0 is over protobuf's 2^29 - 1"),
+        ]
+        for data, msg in cases:
+            with self.subTest(msg=msg):
+                p = self.write("m.onnx", data)
+                self.refused(p, f"{p}: {msg}")
+
+    def test_a_fifo_or_device_is_refused_unopened(self):
+        fifo = os.path.join(self.tmp, "fifo.onnx")
+        os.mkfifo(fifo)
+        self.refused(fifo, f"{fifo} is not a regular file", timeout=20)
+        link = os.path.join(self.tmp, "zero.onnx")
+        os.symlink("/dev/zero", link)
+        self.refused(link, f"{link} is not a regular file", timeout=20)
+
+    def test_a_checkpoint_with_a_huge_model_onnx_is_a_400_at_once(self):
+        model = random_model_dir(self.tmp, 7)
+        ln = Learner(model, seed=1)
+        run_step(ln, 2)
+        ck = ln.save_checkpoint(os.path.join(self.tmp, "ck"))
+        with open(os.path.join(ck, "model.onnx"), "r+b") as f:
+            f.truncate(2 ** 31)
+        t0 = time.monotonic()
+        with self.assertRaises(LearnerError) as cm:
+            ln.load_checkpoint(ck)
+        self.assertLess(time.monotonic() - t0, 10)
+        self.assertEqual(cm.exception.status, 400)
+        self.assertIn(f"more than the {2 ** 31 - 1} an ONNX model may have", cm.exception.message)
+        self.assertEqual(ln.step, 1)
