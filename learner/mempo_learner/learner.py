@@ -11,7 +11,7 @@ import torch
 
 from .checkpoint import LEGACY_PICKLE, STATE_JSON, STATE_TENSORS, load_state, save_state
 from .errors import LearnerError, bad
-from .hf import HfModel, is_hf
+from .hf import HfModel, check_dir as check_hf_dir, is_hf
 from .limits import RequestLimits
 from .manifest import ADDED_BY_MEMPO, LEARNER, write_manifest
 from .save_dir import check_path, write_dir
@@ -334,6 +334,8 @@ class Learner:
                     raise bad(f"{what}: its config.json is another architecture than the model's")
             elif not is_hf(ref):
                 raise bad(f"{what} holds no Hugging Face model (config.json and weights)")
+            else:  # what HfModel refuses before transformers reads a weight (pickles, model types)
+                check_hf_dir(ref)
         except (OSError, ValueError) as e:
             raise bad(f"{what}: {e}") from None
 
