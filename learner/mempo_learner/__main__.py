@@ -59,6 +59,58 @@ def watch_parent(pid: int, log) -> None:
     threading.Thread(target=run, name="parent-watch", daemon=True).start()
 
 
+STOP_GRACE_S = 10.0
+
+
+class SignalStop:
+    """SIGTERM and SIGINT stop the learner, whatever its main thread is doing. The main thread runs
+    the requests and may be blocked in a system call (an open() that waits) or a long torch
+    operation, where no Python signal handler can run; but the C-level handler writes the signal's
+    number to the wakeup fd at once, and a thread reading it asks the server to stop, then ends the
+    process if the main thread has not returned within `grace` seconds (a second signal: at once)."""
+
+    def __init__(self, server, log, grace: float = STOP_GRACE_S):
+        import socket
+        import threading
+
+        self.server, self.log, self.grace = server, log, grace
+        self.done = threading.Event()
+        self._r, self._w = socket.socketpair()
+        self._w.setblocking(False)
+        signal.set_wakeup_fd(self._w.fileno(), warn_on_full_buffer=False)
+        signal.signal(signal.SIGTERM, lambda *_: None)  # the work is done on the watcher thread
+        # Ctrl-C also interrupts the main thread's Python code (a long forward between two torch calls)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        threading.Thread(target=self._watch, name="signals", daemon=True).start()
+
+    def _watch(self) -> None:
+        import threading
+
+        seen = 0
+        while True:
+            for b in self._r.recv(64):
+                if b not in (signal.SIGTERM, signal.SIGINT):
+                    continue
+                name = signal.Signals(b).name
+                seen += 1
+                if seen > 1:
+                    self._exit(f"{name} again")
+                self.log(f"{name}: stopping")
+                self.server.stop()
+                threading.Thread(target=self._deadline, args=(name,), daemon=True).start()
+
+    def _deadline(self, name: str) -> None:
+        if not self.done.wait(self.grace):
+            self._exit(f"{name}: the request in progress did not end within {self.grace:g} s")
+
+    def _exit(self, why: str) -> None:
+        try:
+            self.log(f"{why}: exiting now")
+        except OSError:
+            pass
+        os._exit(1)
+
+
 def parse(argv):
     ap = argparse.ArgumentParser(prog="python -m mempo_learner", description="mempo's torch reference learner (docs/learner.md)")
     ap.add_argument("--model", required=True, help="model directory to start from (also the KL reference)")
@@ -184,7 +236,7 @@ def main(argv=None) -> int:
         f"{a.threads} threads" + (f", rank 0 of {a.world} ({group.backend})" if group is not None else ""))
     for r, p in enumerate(group.procs if group is not None else [], start=1):
         log(f"rank {r}: pid {p.pid}")
-    signal.signal(signal.SIGTERM, lambda *_: server.stop())
+    stopper = SignalStop(server, log)
     if a.parent_pid is not None:
         watch_parent(a.parent_pid, log)
     print(json.dumps({"event": "listening", "url": f"http://{shown}:{port}"}), flush=True)
@@ -196,6 +248,7 @@ def main(argv=None) -> int:
         server.server_close()
         if group is not None:
             learner.shutdown()
+        stopper.done.set()
     broken = getattr(learner, "broken", None)
     log("stopped" if broken is None else "stopped: a rank failed")
     return 0 if broken is None else 1

@@ -11,11 +11,12 @@ import torch
 
 from .checkpoint import LEGACY_PICKLE, STATE_JSON, STATE_TENSORS, load_state, save_state
 from .errors import LearnerError, bad
-from .hf import HfModel, is_hf
+from .hf import HfModel, check_dir as check_hf_dir, is_hf
 from .limits import RequestLimits
 from .manifest import ADDED_BY_MEMPO, LEARNER, write_manifest
 from .save_dir import check_path, write_dir
-from .tiny import TinyModel, is_tiny, manifest_name
+from .onnx_weights import MAX_ONNX_BYTES
+from .tiny import MAX_CONFIG_BYTES, TinyModel, config_of, is_tiny, manifest_name
 
 PROTOCOL = 1
 
@@ -302,6 +303,42 @@ class Learner:
         bad_at = torch.nonzero(~flags)
         return self.param_names[int(bad_at[0])] if bad_at.numel() else None
 
+    def _check_reference(self, ref: str, named_by: str) -> None:
+        """The reference directory a checkpoint names, checked as its own files are: a directory
+        whose entries are regular files or directories (a FIFO would block the forward that opens
+        it, a device would never end), within the readers' sizes, a model of this learner's kind
+        and shape. Links are followed: a model directory may be one of links (a Hugging Face cache)."""
+        what = f"load_checkpoint: reference_dir {ref} (named by {named_by})"
+        try:
+            if not stat.S_ISDIR(os.stat(ref).st_mode):
+                raise bad(f"{what} is not a directory")
+            names = sorted(os.listdir(ref))
+        except OSError as e:
+            raise bad(f"{what}: {e.strerror}") from None
+        caps = {"config.json": MAX_CONFIG_BYTES, "manifest.json": MAX_CONFIG_BYTES, "model.onnx": MAX_ONNX_BYTES}
+        for n in names:
+            p = os.path.join(ref, n)
+            try:
+                st = os.stat(p)
+            except OSError as e:
+                raise bad(f"{what}: {p}: {e.strerror}") from None
+            if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+                raise bad(f"{what}: {p} is not a regular file")
+            if stat.S_ISREG(st.st_mode) and st.st_size > caps.get(n, st.st_size):
+                raise bad(f"{what}: {p} has {st.st_size} bytes, over the {caps[n]}-byte limit")
+        try:
+            if isinstance(self.model, TinyModel):
+                if not is_tiny(ref):
+                    raise bad(f"{what} is not a mempo-tiny model directory (model.onnx and config.json)")
+                if config_of(ref) != self.model.lm.c:
+                    raise bad(f"{what}: its config.json is another architecture than the model's")
+            elif not is_hf(ref):
+                raise bad(f"{what} holds no Hugging Face model (config.json and weights)")
+            else:  # what HfModel refuses before transformers reads a weight (pickles, model types)
+                check_hf_dir(ref)
+        except (OSError, ValueError) as e:
+            raise bad(f"{what}: {e}") from None
+
     def _check_dest(self, dest, what: str) -> None:
         """Refuses, before anything is touched, the directories the learner reads from: its --model
         directory (the tokenizer and graph it copies into every save) and the KL reference's."""
@@ -371,6 +408,8 @@ class Learner:
             # transformers would fall back to pytorch_model.bin, a pickle
             raise bad(f"load_checkpoint: {src} has no model .safetensors; weights in a pickle are not loaded")
         state = load_state(src, self.opt, self.param_names, self.params, self.device)
+        # read on the next reference forward, which must not be the first to meet a bad one
+        self._check_reference(state.reference_dir, os.path.join(src, STATE_JSON))
         try:
             with torch.random.fork_rng(devices=[]):  # building the model draws from the CPU generator
                 weights = type(self.model)(src).lm.state_dict()

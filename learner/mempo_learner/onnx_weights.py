@@ -6,15 +6,23 @@ where each tensor's bytes lie in the file. Writing copies the template bytes and
 region in place (same size), so the graph stays byte-identical except the weights: the rollout
 engines reload the same graph with new initializers, it is never re-exported.
 """
+import math
 import os
 from dataclasses import dataclass
 from typing import Dict, List, Tuple
 
 import numpy as np
 
+from .manifest import open_regular
+
 # TensorProto.DataType -> numpy dtype (the ones a model's initializers use)
 DTYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 5: np.int16, 6: np.int32, 7: np.int64,
           9: np.bool_, 10: np.float16, 11: np.float64}
+
+
+# protobuf's own bound on a message, and what `mempo serve` reads (src/engines/local/reload.ts
+# MAX_ONNX_BYTES): a larger model.onnx is refused by its size, before a byte is read
+MAX_ONNX_BYTES = 2 ** 31 - 1
 
 
 class OnnxFormatError(ValueError):
@@ -56,13 +64,20 @@ def _fields(buf, start, end):
     """Yields (field number, wire type, value or (offset, length)) of one message."""
     pos = start
     while pos < end:
+        at = pos
         key, pos = _varint(buf, pos, end)
         field, wire = key >> 3, key & 7
+        if field == 0:  # protobuf reserves it: zeros here are not a model (a sparse or truncated file)
+            raise OnnxFormatError(f"field number 0 at byte {at}")
+        if field >= 1 << 29:
+            raise OnnxFormatError(f"field number {field} at byte {at} is over protobuf's 2^29 - 1")
         if wire == 0:
             val, pos = _varint(buf, pos, end)
             yield field, wire, val
-        elif wire == 1:
-            pos += 8
+        elif wire in (1, 5):
+            pos += 8 if wire == 1 else 4
+            if pos > end:
+                raise OnnxFormatError(f"field {field}: a fixed-size value runs past its message")
             yield field, wire, None
         elif wire == 2:
             n, pos = _varint(buf, pos, end)
@@ -70,9 +85,6 @@ def _fields(buf, start, end):
                 raise OnnxFormatError(f"field {field}: length {n} runs past its message")
             yield field, wire, (pos, n)
             pos += n
-        elif wire == 5:
-            pos += 4
-            yield field, wire, None
         else:
             raise OnnxFormatError(f"unsupported wire type {wire} (field {field})")
     if pos != end:
@@ -80,7 +92,10 @@ def _fields(buf, start, end):
 
 
 def _string(buf, span):
-    return bytes(buf[span[0]:span[0] + span[1]]).decode("utf-8")
+    try:
+        return bytes(buf[span[0]:span[0] + span[1]]).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise OnnxFormatError(f"a name at byte {span[0]} is not UTF-8 ({e.reason})") from None
 
 
 def _tensor(buf, start, end) -> Tensor:
@@ -106,7 +121,7 @@ def _tensor(buf, start, end) -> Tensor:
     if region is None:
         region = (end, 0)
     t = Tensor(name, data_type, tuple(dims), region[0], region[1])
-    if t.data_type in DTYPES and int(np.prod(t.dims, dtype=np.int64)) * t.dtype.itemsize != t.length:
+    if t.data_type in DTYPES and math.prod(t.dims) * t.dtype.itemsize != t.length:  # Python ints: no wrap
         raise OnnxFormatError(f"initializer {name}: {t.length} bytes do not hold dims {list(t.dims)}")
     return t
 
@@ -126,8 +141,23 @@ class OnnxWeights:
 
     def __init__(self, path: str):
         self.path = path
-        with open(path, "rb") as f:
-            self.data = f.read()
+        # a FIFO is refused unopened, a device or a file over the limit before a byte is read
+        with open_regular(path) as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > MAX_ONNX_BYTES:
+                raise OnnxFormatError(f"{path} has {size} bytes, more than the {MAX_ONNX_BYTES} an ONNX model may have")
+            self.data = f.read(size + 1)
+        if len(self.data) != size:
+            raise OnnxFormatError(f"{path} changed size while it was read ({size} bytes at open)")
+        try:
+            self._parse()
+        except OnnxFormatError as e:
+            if str(e).startswith(path):
+                raise
+            raise OnnxFormatError(f"{path}: {e}") from None
+
+    def _parse(self) -> None:
+        path = self.path
         buf = memoryview(self.data)
         graph = None
         for field, wire, val in _fields(buf, 0, len(buf)):

@@ -15,22 +15,37 @@ from typing import Dict, List, Tuple
 import numpy as np
 import torch
 
-from .manifest import write_manifest
+from .manifest import read_regular, write_manifest
 from .model import Config, OnnxWrapper, TinyLM
 from .onnx_weights import OnnxFormatError, OnnxWeights
+
+
+MAX_CONFIG_BYTES = 16 << 20  # a config.json or manifest.json; more is not one
+
+
+def read_json(path: str):
+    """A JSON file that is a regular file of at most MAX_CONFIG_BYTES (a FIFO is refused unopened,
+    never waited on); ValueError naming it otherwise."""
+    try:
+        return json.loads(read_regular(path, MAX_CONFIG_BYTES))
+    except RecursionError:
+        raise ValueError(f"{path}: nested too deeply") from None
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}" if path not in str(e) else str(e)) from None
 
 
 def is_tiny(model_dir: str) -> bool:
     cfg = os.path.join(model_dir, "config.json")
     if not os.path.isfile(os.path.join(model_dir, "model.onnx")) or not os.path.isfile(cfg):
         return False
-    with open(cfg) as f:
-        return "mempo_prev_token_heads" in json.load(f)
+    d = read_json(cfg)
+    return isinstance(d, dict) and "mempo_prev_token_heads" in d
 
 
 def config_of(model_dir: str) -> Config:
-    with open(os.path.join(model_dir, "config.json")) as f:
-        d = json.load(f)
+    d = read_json(os.path.join(model_dir, "config.json"))
+    if not isinstance(d, dict):
+        raise ValueError(f"{model_dir}/config.json: not a JSON object")
     keys = ["vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
             "intermediate_size", "max_position_embeddings", "rope_theta", "rms_norm_eps"]
     missing = [k for k in keys if k not in d]
@@ -132,8 +147,8 @@ def manifest_name(source_dir: str) -> str:
     """The model's name in the source directory's manifest (else the directory's name)."""
     name = os.path.basename(os.path.normpath(source_dir))
     try:
-        with open(os.path.join(source_dir, "manifest.json")) as f:
-            return json.load(f).get("name", name)
+        m = read_json(os.path.join(source_dir, "manifest.json"))
+        return m.get("name", name) if isinstance(m, dict) else name
     except (OSError, ValueError):
         return name
 

@@ -8,6 +8,7 @@ signals while a request runs.
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -21,7 +22,9 @@ import torch
 from test_learner import ADAM, ROOT, TINY, Client, random_model_dir, samples, spawn
 from test_learner_checkpoint import run_step, snapshot
 
-from mempo_learner.learner import Learner, LearnerError  # noqa: E402 (test_learner put learner/ on the path)
+from mempo_learner import frame  # noqa: E402 (test_learner put learner/ on the path)
+from mempo_learner.__main__ import STOP_GRACE_S  # noqa: E402
+from mempo_learner.learner import Learner, LearnerError  # noqa: E402
 
 
 class StepAndSaveTest(unittest.TestCase):
@@ -241,3 +244,199 @@ class RequestLimitTest(unittest.TestCase):
                                    capture_output=True, text=True, timeout=60)
                 self.assertEqual(r.returncode, 2)
                 self.assertIn(f"{flag} must be in [1, {2 ** 31 - 1}], received {v}", r.stderr)
+
+
+class OnnxReaderTest(unittest.TestCase):
+    """Item 8: model.onnx gets mempo serve's reader rules (src/engines/local/reload.ts)."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="pyl-hard-onnx-")
+        self.addCleanup(shutil.rmtree, self.tmp)
+
+    def write(self, name, data):
+        p = os.path.join(self.tmp, name)
+        with open(p, "wb") as f:
+            f.write(data)
+        return p
+
+    def refused(self, path, msg, timeout=30):
+        """OnnxWeights(path) in a child process: refused with msg within timeout seconds."""
+        code = ("import sys\nfrom mempo_learner.onnx_weights import OnnxWeights\n"
+                "try:\n    OnnxWeights(sys.argv[1])\nexcept ValueError as e:\n    print(e)\n    sys.exit(3)\n")
+        t0 = time.monotonic()
+        r = subprocess.run([sys.executable, "-c", code, path], env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "learner")),
+                           capture_output=True, text=True, timeout=timeout)
+        self.assertEqual(r.returncode, 3, r.stdout + r.stderr)
+        self.assertIn(msg, r.stdout)
+        return time.monotonic() - t0
+
+    def test_a_file_over_the_size_limit_is_refused_by_its_size(self):
+        p = os.path.join(self.tmp, "model.onnx")
+        with open(p, "wb") as f:
+            f.truncate(2 ** 31)  # sparse: 2 GiB of zeros that take no disk
+        self.refused(p, f"{p} has {2 ** 31} bytes, more than the {2 ** 31 - 1} an ONNX model may have", timeout=20)
+
+    def test_field_number_zero_and_malformed_fields_are_refused(self):
+        graph_tag = bytes([7 << 3 | 2])
+        cases = [
+            (bytes(64), "field number 0 at byte 0"),
+            (graph_tag + bytes([3, 5 << 3 | 2, 1, 0]), "field number 0 at byte 4"),  # inside an initializer
+            (graph_tag + bytes([2]) + bytes([0x80]), "field 7: length 2 runs past its message"),
+            (bytes([1 << 3 | 0]) + bytes([0xff] * 11), "varint too long"),
+            (bytes([1 << 3 | 0, 0x80]), "truncated varint"),
+            (bytes([1 << 3 | 1, 1, 2]), "field 1: a fixed-size value runs past its message"),
+            (bytes([1 << 3 | 3]), "unsupported wire type 3"),
+            (bytes([0x80, 0x80, 0x80, 0x80, 0x10, 0]), f"field number {2 ** 29} at byte 0 is over protobuf's 2^29 - 1"),
+        ]
+        for data, msg in cases:
+            with self.subTest(msg=msg):
+                p = self.write("m.onnx", data)
+                self.refused(p, f"{p}: {msg}")
+
+    def test_a_fifo_or_device_is_refused_unopened(self):
+        fifo = os.path.join(self.tmp, "fifo.onnx")
+        os.mkfifo(fifo)
+        self.refused(fifo, f"{fifo} is not a regular file", timeout=20)
+        link = os.path.join(self.tmp, "zero.onnx")
+        os.symlink("/dev/zero", link)
+        self.refused(link, f"{link} is not a regular file", timeout=20)
+
+    def test_a_checkpoint_with_a_huge_model_onnx_is_a_400_at_once(self):
+        model = random_model_dir(self.tmp, 7)
+        ln = Learner(model, seed=1)
+        run_step(ln, 2)
+        ck = ln.save_checkpoint(os.path.join(self.tmp, "ck"))
+        with open(os.path.join(ck, "model.onnx"), "r+b") as f:
+            f.truncate(2 ** 31)
+        t0 = time.monotonic()
+        with self.assertRaises(LearnerError) as cm:
+            ln.load_checkpoint(ck)
+        self.assertLess(time.monotonic() - t0, 10)
+        self.assertEqual(cm.exception.status, 400)
+        self.assertIn(f"more than the {2 ** 31 - 1} an ONNX model may have", cm.exception.message)
+        self.assertEqual(ln.step, 1)
+
+
+class ReferenceAndSignalTest(unittest.TestCase):
+    """Item 2: the paths a checkpoint names are checked at load; signals stop a learner whose
+    request is still running."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="pyl-hard-ref-")
+        self.addCleanup(shutil.rmtree, self.tmp)
+
+    def checkpoint_naming(self, ref):
+        model = os.path.join(self.tmp, "model")
+        if not os.path.exists(model):
+            shutil.copytree(TINY, model)
+        ln = Learner(model, seed=1)
+        run_step(ln, 2)
+        ck = ln.save_checkpoint(os.path.join(self.tmp, f"ck-{len(os.listdir(self.tmp))}"))
+        p = os.path.join(ck, "learner.json")
+        with open(p) as f:
+            meta = json.load(f)
+        meta["reference_dir"] = ref
+        with open(p, "w") as f:
+            json.dump(meta, f)
+        return ck
+
+    def refused(self, ck, *msgs):
+        t = Learner(os.path.join(self.tmp, "model"), seed=1)
+        with self.assertRaises(LearnerError) as cm:
+            t.load_checkpoint(ck)
+        self.assertEqual(cm.exception.status, 400, cm.exception.message)
+        for m in msgs:
+            self.assertIn(m, cm.exception.message)
+        self.assertEqual((t.step, t.reference_dir), (0, os.path.abspath(os.path.join(self.tmp, "model"))))
+
+    def test_a_missing_reference_dir_is_refused_at_load(self):
+        ck = self.checkpoint_naming("/nonexistent")
+        self.refused(ck, "reference_dir /nonexistent (named by", "No such file or directory")
+
+    def test_a_reference_dir_with_a_fifo_is_refused_at_load_and_nothing_waits_on_it(self):
+        ref = os.path.join(self.tmp, "ref")
+        shutil.copytree(TINY, ref)
+        os.remove(os.path.join(ref, "config.json"))
+        os.mkfifo(os.path.join(ref, "config.json"))
+        ck = self.checkpoint_naming(ref)
+        t0 = time.monotonic()
+        self.refused(ck, f"{ref}/config.json is not a regular file")
+        self.assertLess(time.monotonic() - t0, 20)
+
+    def test_a_reference_dir_that_is_not_this_model_is_refused_at_load(self):
+        other = os.path.join(self.tmp, "other")
+        shutil.copytree(TINY, other)
+        with open(os.path.join(other, "config.json")) as f:
+            cfg = json.load(f)
+        cfg["num_hidden_layers"] += 1
+        with open(os.path.join(other, "config.json"), "w") as f:
+            json.dump(cfg, f)
+        plain = os.path.join(self.tmp, "plain")
+        os.mkdir(plain)
+        big = os.path.join(self.tmp, "big")
+        shutil.copytree(TINY, big)
+        with open(os.path.join(big, "model.onnx"), "r+b") as f:
+            f.truncate(2 ** 31)
+        for ref, msg in ((other, "another architecture"), (plain, "is not a mempo-tiny model directory"),
+                         (os.path.join(TINY, "config.json"), "is not a directory"),
+                         (big, f"model.onnx has {2 ** 31} bytes, over the {2 ** 31 - 1}-byte limit")):
+            with self.subTest(ref=ref):
+                self.refused(self.checkpoint_naming(ref), msg)
+
+    def test_a_valid_reference_dir_loads_and_is_used(self):
+        ref = os.path.join(self.tmp, "ref")
+        shutil.copytree(TINY, ref)
+        ck = self.checkpoint_naming(ref)
+        t = Learner(os.path.join(self.tmp, "model"), seed=1)
+        t.load_checkpoint(ck)
+        self.assertEqual(t.reference_dir, ref)
+        ids, lens, st = samples(1, [9], [2])
+        self.assertTrue(np.isfinite(t.forward(ids, lens, st, "reference")[1]).all())
+
+    def test_signals_stop_the_learner_while_a_request_runs(self):
+        # a forward of 2^20 tokens without grad: minutes of work for one thread, on any CPU
+        n = 512
+        ids = np.random.default_rng(0).integers(0, 3072, n * 2048).astype(np.int32)
+        body = frame.encode({"policy": "current", "grad": False},
+                            {"ids": ids, "lengths": np.full(n, 2048, np.int32), "target_start": np.ones(n, np.int32)})
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with self.subTest(signal=sig.name):
+                p = spawn("--threads", "1")
+                try:
+                    url = json.loads(p.stdout.readline())["url"]
+                    host, port = url.rsplit("/", 1)[1].rsplit(":", 1)
+                    s = socket.create_connection((host, int(port)))
+                    self.addCleanup(s.close)
+                    s.sendall(f"POST /forward HTTP/1.1\r\nHost: x\r\nContent-Type: {frame.CONTENT_TYPE}\r\n"
+                              f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+                    time.sleep(3)  # read, decoded, and the forward under way on the main thread
+                    self.assertIsNone(p.poll())
+                    t0 = time.monotonic()
+                    p.send_signal(sig)
+                    code = p.wait(timeout=STOP_GRACE_S + 15)
+                    self.assertLess(time.monotonic() - t0, STOP_GRACE_S + 10)
+                    err = p.stderr.read()
+                    self.assertIn(f"{sig.name}: stopping", err)
+                    if sig == signal.SIGTERM:  # the forward runs on: the process is ended after the grace period
+                        self.assertIn(f"SIGTERM: the request in progress did not end within {STOP_GRACE_S:g} s: exiting now", err)
+                        self.assertEqual(code, 1)
+                    else:  # Ctrl-C interrupts the forward itself (its request fails) and the learner exits
+                        self.assertIn("interrupted (KeyboardInterrupt)", err)
+                        self.assertEqual(code, 0)
+                finally:
+                    if p.poll() is None:
+                        p.kill()
+                    p.communicate()
+
+    def test_an_idle_learner_stops_cleanly_on_sigint(self):
+        p = spawn()
+        try:
+            self.assertIn('"listening"', p.stdout.readline())
+            p.send_signal(signal.SIGINT)
+            # Ctrl-C interrupts the wait for a request: a clean exit (the watcher may not log first)
+            self.assertEqual(p.wait(timeout=30), 0)
+            self.assertIn("stopped", p.stderr.read())
+        finally:
+            if p.poll() is None:
+                p.kill()
+            p.communicate()
