@@ -17,10 +17,10 @@ import { rng } from '../helpers';
 const ROOT = join(__dirname, '..', '..');
 const PROBE = 'import sys, torch, transformers; v = tuple(int(x) for x in torch.__version__.split(".")[:2]); sys.exit(0 if v >= (2, 2) else 1)';
 
-/** MEMPO_PYTHON, else python3, when it imports torch >= 2.2 and transformers; else null. */
+/** The first of MEMPO_PYTHON, python3 that imports torch >= 2.2 and transformers (MEMPO_PYTHON may be Debian's, for the embedded model); else null. */
 function hfPython(): string | null {
-  const py = process.env['MEMPO_PYTHON'] ?? 'python3';
-  return spawnSync(py, ['-c', PROBE], { stdio: 'ignore', timeout: 120_000 }).status === 0 ? py : null;
+  const candidates = [process.env['MEMPO_PYTHON'], 'python3'].filter((p): p is string => Boolean(p));
+  return candidates.find((py) => spawnSync(py, ['-c', PROBE], { stdio: 'ignore', timeout: 120_000 }).status === 0) ?? null;
 }
 
 /** transformers' own log-probs: AutoModelForCausalLM on each sample alone (no padding), log_softmax at its targets. */

@@ -235,6 +235,30 @@ class ArchTests:
         ids, lens, st = samples(3, self.vocab, [9, 14], [2, 7])
         np.testing.assert_array_equal(resumed.forward(ids, lens, st, "reference")[1],
                                       Learner(self.model).forward(ids, lens, st)[1])
+        # the checkpoint's weights swapped for a pickle: refused (400), never unpickled, nothing replaced
+        marker = os.path.join(self.tmp, "unpickled-ck")
+        os.rename(os.path.join(ck, "model.safetensors"), os.path.join(self.tmp, "aside.safetensors"))
+        with open(os.path.join(ck, "pytorch_model.bin"), "wb") as f:
+            pickle.dump(Marker(marker), f)
+        now = resumed.forward(ids, lens, st)[1]
+        with self.assertRaisesRegex(LearnerError, "weights in a pickle are not loaded") as cm:
+            resumed.load_checkpoint(ck)
+        self.assertEqual((cm.exception.status, resumed.step), (400, 3))
+        np.testing.assert_array_equal(resumed.forward(ids, lens, st)[1], now)
+        self.assertFalse(os.path.exists(marker))
+
+    def test_f_a_pickle_beside_the_safetensors_is_never_read(self):
+        d = os.path.join(self.tmp, "with-pickle")
+        shutil.copytree(self.model, d)
+        marker = os.path.join(self.tmp, "unpickled-beside")
+        with open(os.path.join(d, "pytorch_model.bin"), "wb") as f:
+            pickle.dump(Marker(marker), f)
+        ln = Learner(d)
+        ids, lens, st = samples(4, self.vocab, [12, 5], [3, 1])
+        np.testing.assert_array_equal(ln.forward(ids, lens, st)[1], Learner(self.model).forward(ids, lens, st)[1])
+        out = ln.save_weights(os.path.join(self.tmp, "saved-beside"))
+        self.assertNotIn("pytorch_model.bin", os.listdir(out))  # the source's weights are not copied along
+        self.assertFalse(os.path.exists(marker))
 
     def test_e_two_processes_equal_one(self):
         procs = [Proc(self.tmp, f"p{k}", self.model, *args)
@@ -358,6 +382,9 @@ class RefusalTest(unittest.TestCase):
         self.assertEqual({n: os.path.getsize(os.path.join(d, n)) for n in os.listdir(d)}, before)
 
     def test_a_pickle_is_refused_and_not_executed(self):
+        proof = os.path.join(self.tmp, "proof")
+        pickle.loads(pickle.dumps(Marker(proof))).close()
+        self.assertTrue(os.path.exists(proof))  # the payload runs when unpickled: its absence below means something
         marker = os.path.join(self.tmp, "unpickled")
         d = self.model_dir({"model_type": "qwen3", "vocab_size": 151936}, {"pytorch_model.bin": pickle.dumps(Marker(marker))})
         self.refused(d, rf"{d}/pytorch_model.bin is a pickle, which the learner does not load")
