@@ -308,6 +308,19 @@ class ArchTests:
         self.assertLessEqual(total / count, 1e-4 * lr)
         self.assertGreater(max(float((a[n] - start[n]).abs().max()) for n in a), ADAM["lr"])
 
+    def test_g_sharded_safetensors_load_like_one_file(self):
+        d = os.path.join(self.tmp, "sharded")
+        load_hf(self.model).save_pretrained(d, max_shard_size="8MB")
+        for n in os.listdir(self.model):
+            if not n.endswith(hf.WEIGHT_SUFFIXES) and not os.path.exists(os.path.join(d, n)):
+                shutil.copyfile(os.path.join(self.model, n), os.path.join(d, n))
+        names = os.listdir(d)
+        self.assertIn("model.safetensors.index.json", names)
+        self.assertNotIn("model.safetensors", names)
+        self.assertGreater(len([n for n in names if n.endswith(".safetensors")]), 1)
+        ids, lens, st = samples(5, self.vocab, [12, 5], [3, 1])
+        np.testing.assert_array_equal(Learner(d).forward(ids, lens, st)[1], Learner(self.model).forward(ids, lens, st)[1])
+
 
 class Proc:
     """A learner process on model_dir: the URL from its first stdout line, stderr in a file."""
