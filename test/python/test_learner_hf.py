@@ -2,7 +2,7 @@
 models"), on each architecture of the test zoo (test/python/zoo.py: Qwen3, Llama 3, Qwen2.5, tiny
 random weights built by transformers, real vocabularies):
 
-    PYTHONPATH=learner python3 -m unittest test/python/test_learner_hf.py
+    PYTHONPATH=learner python3 -m unittest discover -s test/python -p 'test_learner_hf.py'
 
 The references are transformers' own: its logits on each sample alone (no padding), a plain torch
 loss on them with clipping and AdamW written out here, AutoModelForCausalLM.from_pretrained of the
@@ -40,7 +40,7 @@ except ImportError:
     HAVE_HF = False
 NEEDS_HF = unittest.skipUnless(HAVE_HF, "needs torch >= 2.2 and transformers (requirements.txt)")
 torch.set_num_threads(1)
-TIMES = {}  # per architecture and test: seconds, printed at the end (the brief asks for them)
+TIMES = {}  # (architecture, test) -> seconds, printed at the end: what each architecture costs
 
 
 def samples(seed, vocab, lens, starts):
