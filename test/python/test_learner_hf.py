@@ -2,7 +2,7 @@
 models"), on each architecture of the test zoo (test/python/zoo.py: Qwen3, Llama 3, Qwen2.5, tiny
 random weights built by transformers, real vocabularies):
 
-    PYTHONPATH=learner python3 -m unittest test/python/test_learner_hf.py
+    PYTHONPATH=learner python3 -m unittest discover -s test/python -p 'test_learner_hf.py'
 
 The references are transformers' own: its logits on each sample alone (no padding), a plain torch
 loss on them with clipping and AdamW written out here, AutoModelForCausalLM.from_pretrained of the
@@ -40,7 +40,7 @@ except ImportError:
     HAVE_HF = False
 NEEDS_HF = unittest.skipUnless(HAVE_HF, "needs torch >= 2.2 and transformers (requirements.txt)")
 torch.set_num_threads(1)
-TIMES = {}  # per architecture and test: seconds, printed at the end (the brief asks for them)
+TIMES = {}  # (architecture, test) -> seconds, printed at the end: what each architecture costs
 
 
 def samples(seed, vocab, lens, starts):
@@ -235,6 +235,30 @@ class ArchTests:
         ids, lens, st = samples(3, self.vocab, [9, 14], [2, 7])
         np.testing.assert_array_equal(resumed.forward(ids, lens, st, "reference")[1],
                                       Learner(self.model).forward(ids, lens, st)[1])
+        # the checkpoint's weights swapped for a pickle: refused (400), never unpickled, nothing replaced
+        marker = os.path.join(self.tmp, "unpickled-ck")
+        os.rename(os.path.join(ck, "model.safetensors"), os.path.join(self.tmp, "aside.safetensors"))
+        with open(os.path.join(ck, "pytorch_model.bin"), "wb") as f:
+            pickle.dump(Marker(marker), f)
+        now = resumed.forward(ids, lens, st)[1]
+        with self.assertRaisesRegex(LearnerError, "weights in a pickle are not loaded") as cm:
+            resumed.load_checkpoint(ck)
+        self.assertEqual((cm.exception.status, resumed.step), (400, 3))
+        np.testing.assert_array_equal(resumed.forward(ids, lens, st)[1], now)
+        self.assertFalse(os.path.exists(marker))
+
+    def test_f_a_pickle_beside_the_safetensors_is_never_read(self):
+        d = os.path.join(self.tmp, "with-pickle")
+        shutil.copytree(self.model, d)
+        marker = os.path.join(self.tmp, "unpickled-beside")
+        with open(os.path.join(d, "pytorch_model.bin"), "wb") as f:
+            pickle.dump(Marker(marker), f)
+        ln = Learner(d)
+        ids, lens, st = samples(4, self.vocab, [12, 5], [3, 1])
+        np.testing.assert_array_equal(ln.forward(ids, lens, st)[1], Learner(self.model).forward(ids, lens, st)[1])
+        out = ln.save_weights(os.path.join(self.tmp, "saved-beside"))
+        self.assertNotIn("pytorch_model.bin", os.listdir(out))  # the source's weights are not copied along
+        self.assertFalse(os.path.exists(marker))
 
     def test_e_two_processes_equal_one(self):
         procs = [Proc(self.tmp, f"p{k}", self.model, *args)
@@ -283,6 +307,19 @@ class ArchTests:
                     self.assertLessEqual(int((d > 1e-2 * lr).sum()), max(3, 1e-3 * d.numel()))
         self.assertLessEqual(total / count, 1e-4 * lr)
         self.assertGreater(max(float((a[n] - start[n]).abs().max()) for n in a), ADAM["lr"])
+
+    def test_g_sharded_safetensors_load_like_one_file(self):
+        d = os.path.join(self.tmp, "sharded")
+        load_hf(self.model).save_pretrained(d, max_shard_size="8MB")
+        for n in os.listdir(self.model):
+            if not n.endswith(hf.WEIGHT_SUFFIXES) and not os.path.exists(os.path.join(d, n)):
+                shutil.copyfile(os.path.join(self.model, n), os.path.join(d, n))
+        names = os.listdir(d)
+        self.assertIn("model.safetensors.index.json", names)
+        self.assertNotIn("model.safetensors", names)
+        self.assertGreater(len([n for n in names if n.endswith(".safetensors")]), 1)
+        ids, lens, st = samples(5, self.vocab, [12, 5], [3, 1])
+        np.testing.assert_array_equal(Learner(d).forward(ids, lens, st)[1], Learner(self.model).forward(ids, lens, st)[1])
 
 
 class Proc:
@@ -358,6 +395,9 @@ class RefusalTest(unittest.TestCase):
         self.assertEqual({n: os.path.getsize(os.path.join(d, n)) for n in os.listdir(d)}, before)
 
     def test_a_pickle_is_refused_and_not_executed(self):
+        proof = os.path.join(self.tmp, "proof")
+        pickle.loads(pickle.dumps(Marker(proof))).close()
+        self.assertTrue(os.path.exists(proof))  # the payload runs when unpickled: its absence below means something
         marker = os.path.join(self.tmp, "unpickled")
         d = self.model_dir({"model_type": "qwen3", "vocab_size": 151936}, {"pytorch_model.bin": pickle.dumps(Marker(marker))})
         self.refused(d, rf"{d}/pytorch_model.bin is a pickle, which the learner does not load")
