@@ -7,7 +7,7 @@
  * log_softmax at the sampled tokens within 1e-4 (PPO's ratio is 1 at step 0).
  */
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { CausalLM } from '../../../src/engines/local/causal-lm';
@@ -26,10 +26,10 @@ const PROMPTS: Record<string, number[][]> = {
   'qwen2.5': [[151644, 872, 198, 9707, 1879, 0, 12345, 100000, 151935], [9707, 11, 1879]],
 };
 
-function reference(mode: 'greedy' | 'score' | 'chat', dir: string, request: unknown, out: string): void {
+function reference(mode: 'greedy' | 'score' | 'chat' | 'perturb', dir: string, request: unknown, out: string): void {
   const req = `${out}.request.json`;
   writeFileSync(req, JSON.stringify(request));
-  const r = spawnSync(PY, [REF, mode, dir, req, out], { encoding: 'utf8', timeout: 300_000 });
+  const r = spawnSync(PY, [REF, mode, dir, req, out], { encoding: 'utf8', timeout: 300_000, env: { ...process.env, PYTHONPATH: join(ROOT, 'learner') } });
   if (r.status !== 0) throw new Error(`hf_reference.py ${mode} failed (exit ${r.status}):\n${r.stderr.slice(-4000)}`);
 }
 
@@ -188,6 +188,47 @@ describeWithTransformers('Hugging Face exports on the embedded runtime vs transf
         const got = rec.oldLogp.slice(rec.rounds[0]!.start, rec.rounds[0]!.end);
         expect(maxDiff(got, 0, want[i]!, 0, got.length)).toBeLessThan(TOL);
       });
+    });
+
+    // Last: it swaps the model's weights.
+    it('reloads the learner\'s save of trained weights (safetensors only): the export is rewritten in place of its initializers and matches transformers on the new weights', async () => {
+      const trained = join(work, `${arch}-trained`);
+      reference('perturb', dir, { seed: 11, scale: 0.05 }, trained);
+      expect(existsSync(join(trained, 'onnx'))).toBe(false);
+      reference('greedy', trained, { prompts, new_tokens: NEW_TOKENS }, join(work, `${arch}-trained`));
+      const ref2 = JSON.parse(readFileSync(join(work, `${arch}-trained.json`), 'utf8')) as typeof ref;
+      const buf = readFileSync(join(work, `${arch}-trained.f32`));
+      const logits2 = new Float32Array(buf.buffer, buf.byteOffset, buf.length / 4);
+      expect(ref2.tokens).not.toEqual(ref.tokens); // the step changed what the model says
+
+      // A tensor the export does not know: refused, nothing written, the old weights stay.
+      const foreign = join(work, `${arch}-foreign`);
+      mkdirSync(foreign);
+      for (const f of ['config.json', 'tokenizer.json', 'tokenizer_config.json']) copyFileSync(join(trained, f), join(foreign, f));
+      const header = Buffer.from(JSON.stringify({ 'bogus.weight': { dtype: 'F32', shape: [1], data_offsets: [0, 4] } }));
+      const len = Buffer.alloc(8);
+      len.writeBigUInt64LE(BigInt(header.length));
+      writeFileSync(join(foreign, 'model.safetensors'), Buffer.concat([len, header, Buffer.alloc(4)]));
+      await expect(model.reload(foreign)).rejects.toMatchObject({ code: 'ERR_MODEL_CONFIG', message: expect.stringContaining('the tensor bogus.weight') });
+      expect(existsSync(join(foreign, 'onnx'))).toBe(false);
+      expect(model.modelPath).toBe(join(dir, 'onnx', 'model.onnx'));
+
+      const r = await model.reload(trained);
+      expect(r.modelPath).toBe(join(trained, 'onnx', 'model.onnx'));
+      expect(model.io.selectLogits).toBe(true);
+      const V = model.config.vocabSize;
+      let off = 0;
+      for (let p = 0; p < prompts.length; p++) {
+        const n = prompts[p]!.length;
+        expect(maxDiff(await model.logitsOf(prompts[p]!), 0, logits2, off, n * V)).toBeLessThan(TOL);
+        off += (n + ref2.steps[p]!) * V;
+      }
+      const res = await model.generate(prompts, { maxNewTokens: NEW_TOKENS, temperature: 0, decode: false });
+      expect(res.map((x) => x.tokenIds)).toEqual(ref2.tokens);
+      // The export written beside the trained weights is a fresh one: mempo serve / rollout --model can load it.
+      const again = await CausalLM.load(trained, { tokenizer: false });
+      expect(maxDiff(await again.logitsOf(prompts[1]!), 0, await model.logitsOf(prompts[1]!), 0, prompts[1]!.length * V)).toBe(0);
+      await again.dispose();
     });
   });
 });
