@@ -32,6 +32,7 @@ from .errors import LearnerError
 OPSET = 17
 FORMAT = 1
 ARCHITECTURES = ("qwen3", "llama", "qwen2")
+ROPE_TYPES = ("default", "llama3")
 # Protobuf cannot hold one message over 2 GiB: larger weights go to one external data file.
 MAX_INLINE_BYTES = 1 << 30
 EXTERNAL_DATA = "model.onnx.data"
@@ -76,6 +77,17 @@ def read_config(model_dir: str) -> dict:
     mt = cfg.get("model_type")
     if mt not in ARCHITECTURES:
         raise fail(f"{path}: model_type {mt!r} has no ONNX export path in mempo (supported: {', '.join(ARCHITECTURES)})")
+    # The trace records one path through the model: a rope whose frequencies depend on the
+    # sequence length (dynamic, longrope, ...) or sliding-window layers would be frozen at the
+    # traced lengths, so only the variants checked against transformers are exported.
+    for key in ("rope_parameters", "rope_scaling"):
+        rope = cfg.get(key)
+        if isinstance(rope, dict):
+            kind = rope.get("rope_type", rope.get("type", "default"))
+            if kind not in ROPE_TYPES:
+                raise fail(f"{path}: {key}.rope_type {kind!r} is not exported by mempo (supported: {', '.join(ROPE_TYPES)})")
+    if cfg.get("use_sliding_window") is True or "sliding_attention" in (cfg.get("layer_types") or []):
+        raise fail(f"{path}: sliding-window attention (use_sliding_window / layer_types) is not exported by mempo")
     return cfg
 
 
@@ -168,13 +180,15 @@ def export(model_dir: str, force: bool = False) -> str:
 
     tmp = tempfile.mkdtemp(prefix=".onnx-export-", dir=model_dir)
     try:
-        raw_path = os.path.join(tmp, "raw.onnx")
+        raw_dir = os.path.join(tmp, "raw")  # torch writes a large model's external data files beside it
+        os.mkdir(raw_dir)
+        raw_path = os.path.join(raw_dir, "model.onnx")
         with torch.no_grad():
             torch.onnx.export(wrapper, (ids, mask, pos, *past), raw_path, input_names=in_names,
                               output_names=out_names, dynamic_axes=axes, opset_version=OPSET,
                               do_constant_folding=False, dynamo=False)
         model = onnx.load(raw_path)
-        os.remove(raw_path)
+        shutil.rmtree(raw_dir)
         weights = restore_weights(model, params, originals, numpy_helper)
         check_weights(model, weights, model_dir, files, safe_open, numpy_helper)
         size = sum(t.ByteSize() for t in model.graph.initializer)

@@ -61,6 +61,15 @@ class RefusalTest(unittest.TestCase):
         self.write("model.safetensors", b"")
         self.refused(r"config\.json: model_type 'gpt2' has no ONNX export path in mempo \(supported: qwen3, llama, qwen2\)")
 
+    def test_length_dependent_rope_and_sliding_window_are_refused(self):
+        self.write("model.safetensors", b"")
+        self.write("config.json", json.dumps({"model_type": "llama", "rope_scaling": {"type": "dynamic", "factor": 2.0}}))
+        self.refused(r"config\.json: rope_scaling\.rope_type 'dynamic' is not exported by mempo \(supported: default, llama3\)")
+        self.write("config.json", json.dumps({"model_type": "qwen2", "rope_parameters": {"rope_type": "yarn"}}))
+        self.refused(r"rope_parameters\.rope_type 'yarn'")
+        self.write("config.json", json.dumps({"model_type": "qwen2", "use_sliding_window": True}))
+        self.refused(r"config\.json: sliding-window attention")
+
     def test_pickle_only_weights_are_refused_unread(self):
         self.write("config.json", json.dumps({"model_type": "qwen3"}))
         self.write("pytorch_model.bin", b"\x80\x04not read")

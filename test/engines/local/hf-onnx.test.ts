@@ -159,7 +159,7 @@ describeWithTransformers('Hugging Face exports on the embedded runtime vs transf
         expect(maxDiff(got, 0, want[i]!, 0, got.length)).toBeLessThan(TOL);
         expect(Math.max(...ratios)).toBeLessThan(TOL);
       }
-    });
+    }, 300_000);
 
     it('runs `mempo rollout --model HFDIR` end to end: prompts are the tokenizer\'s own chat template, old log-probs are transformers\'', () => {
       const out = join(work, `${arch}-rollout`);
@@ -188,7 +188,7 @@ describeWithTransformers('Hugging Face exports on the embedded runtime vs transf
         const got = rec.oldLogp.slice(rec.rounds[0]!.start, rec.rounds[0]!.end);
         expect(maxDiff(got, 0, want[i]!, 0, got.length)).toBeLessThan(TOL);
       });
-    });
+    }, 300_000);
 
     // Last: it swaps the model's weights.
     it('reloads the learner\'s save of trained weights (safetensors only): the export is rewritten in place of its initializers and matches transformers on the new weights', async () => {
@@ -229,6 +229,6 @@ describeWithTransformers('Hugging Face exports on the embedded runtime vs transf
       const again = await CausalLM.load(trained, { tokenizer: false });
       expect(maxDiff(await again.logitsOf(prompts[1]!), 0, await model.logitsOf(prompts[1]!), 0, prompts[1]!.length * V)).toBe(0);
       await again.dispose();
-    });
+    }, 300_000);
   });
 });
