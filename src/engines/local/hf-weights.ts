@@ -185,14 +185,19 @@ export async function writeExportFrom(from: string, dir: string): Promise<string
     const names = Object.entries(map).filter(([, v]) => unwritten.includes(v)).map(([k]) => k);
     throw fail(`no safetensors file holds ${names.slice(0, 5).join(', ')}${names.length > 5 ? ', ...' : ''}`);
   }
+  const target = join(dir, EXPORT_DIR);
   const tmp = mkdtempSync(join(dir, '.onnx-reload-'));
   try {
     writeFileSync(join(tmp, 'model.onnx'), file);
     writeFileSync(join(tmp, EXPORT_MANIFEST), JSON.stringify({ ...manifest, source, rewrittenFrom: modelPath }, null, 1));
-    renameSync(tmp, join(dir, EXPORT_DIR));
+    renameSync(tmp, target);
   } catch (err) {
     rmSync(tmp, { recursive: true, force: true });
+    // Another process reloading the same save (a second `mempo serve` replica) wrote it first:
+    // the same bytes from the same weights, which the caller's freshness check confirms.
+    const code = (err as NodeJS.ErrnoException).code;
+    if ((code === 'ENOTEMPTY' || code === 'EEXIST') && existsSync(join(target, 'model.onnx')) && existsSync(join(target, EXPORT_MANIFEST))) return join(target, 'model.onnx');
     throw new MempoError('ERR_MODEL_IO', `Could not write the ONNX export of ${dir} (${(err as Error).message})`);
   }
-  return join(dir, EXPORT_DIR, 'model.onnx');
+  return join(target, 'model.onnx');
 }

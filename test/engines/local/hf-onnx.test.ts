@@ -7,10 +7,11 @@
  * log_softmax at the sampled tokens within 1e-4 (PPO's ratio is 1 at step 0).
  */
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { CausalLM } from '../../../src/engines/local/causal-lm';
+import { writeExportFrom } from '../../../src/engines/local/hf-weights';
 import { locateModelFiles } from '../../../src/engines/local/model-dir';
 import { describeWithTransformers, exportHf, PY, ROOT, zoo } from './hf-helpers';
 
@@ -213,6 +214,15 @@ describeWithTransformers('Hugging Face exports on the embedded runtime vs transf
       expect(existsSync(join(foreign, 'onnx'))).toBe(false);
       expect(model.modelPath).toBe(join(dir, 'onnx', 'model.onnx'));
 
+      // Two replicas writing the export of one save at once: both succeed, one export, no temporary left.
+      const twin = join(work, `${arch}-twin`);
+      mkdirSync(twin);
+      for (const f of readdirSync(trained)) copyFileSync(join(trained, f), join(twin, f));
+      const both = await Promise.all([writeExportFrom(dir, twin), writeExportFrom(dir, twin)]);
+      expect(both).toEqual([join(twin, 'onnx', 'model.onnx'), join(twin, 'onnx', 'model.onnx')]);
+      expect(readdirSync(twin).filter((n) => n.startsWith('.onnx'))).toEqual([]);
+      expect(readdirSync(join(twin, 'onnx')).sort()).toEqual(['export.json', 'model.onnx']);
+
       const r = await model.reload(trained);
       expect(r.modelPath).toBe(join(trained, 'onnx', 'model.onnx'));
       expect(model.io.selectLogits).toBe(true);
@@ -229,6 +239,7 @@ describeWithTransformers('Hugging Face exports on the embedded runtime vs transf
       const again = await CausalLM.load(trained, { tokenizer: false });
       expect(maxDiff(await again.logitsOf(prompts[1]!), 0, await model.logitsOf(prompts[1]!), 0, prompts[1]!.length * V)).toBe(0);
       await again.dispose();
+      expect(readFileSync(join(twin, 'onnx', 'model.onnx')).equals(readFileSync(join(trained, 'onnx', 'model.onnx')))).toBe(true);
     }, 300_000);
   });
 });
