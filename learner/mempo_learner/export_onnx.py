@@ -115,8 +115,9 @@ def build_wrapper(lm, num_layers: int):
     return Decoder().eval()
 
 
-def export(model_dir: str, force: bool = False) -> str:
-    """Writes model_dir/onnx/{model.onnx,export.json}; returns the path of model.onnx."""
+def export(model_dir: str, force: bool = False, external: bool = False) -> str:
+    """Writes model_dir/onnx/{model.onnx,export.json}; returns the path of model.onnx. The weights
+    go to onnx/model.onnx.data when they pass MAX_INLINE_BYTES, or with `external`."""
     model_dir = os.path.abspath(model_dir)
     if not os.path.isdir(model_dir):
         raise fail(f"{model_dir} is not a directory")
@@ -191,8 +192,8 @@ def export(model_dir: str, force: bool = False) -> str:
         shutil.rmtree(raw_dir)
         weights = restore_weights(model, params, originals, numpy_helper)
         check_weights(model, weights, model_dir, files, safe_open, numpy_helper)
-        size = sum(t.ByteSize() for t in model.graph.initializer)
-        if size > MAX_INLINE_BYTES:
+        external = external or sum(t.ByteSize() for t in model.graph.initializer) > MAX_INLINE_BYTES
+        if external:
             onnx.save_model(model, os.path.join(tmp, "model.onnx"), save_as_external_data=True,
                             all_tensors_to_one_file=True, location=EXTERNAL_DATA, size_threshold=1024)
         else:
@@ -206,7 +207,7 @@ def export(model_dir: str, force: bool = False) -> str:
             "transformers": transformers.__version__,
             "layers": L, "kv_heads": kv, "head_dim": hd, "vocab_size": int(c.vocab_size),
             "model": "model.onnx",
-            "external_data": EXTERNAL_DATA if size > MAX_INLINE_BYTES else None,
+            "external_data": EXTERNAL_DATA if external else None,
             # The weights the export was made from: a later change to them makes the export stale.
             "source": {n: {"bytes": os.path.getsize(os.path.join(model_dir, n)),
                            "sha256": sha256_file(os.path.join(model_dir, n))} for n in files},
@@ -280,9 +281,11 @@ def main(argv=None) -> int:
                                 description="Export a Hugging Face causal LM directory to DIR/onnx/model.onnx for mempo's embedded runtime")
     p.add_argument("model_dir", help="a Hugging Face directory: config.json, *.safetensors, tokenizer files")
     p.add_argument("--force", action="store_true", help="replace an existing DIR/onnx not written by this exporter")
+    p.add_argument("--external-data", action="store_true",
+                   help=f"weights in DIR/onnx/{EXTERNAL_DATA} even when the model is small (always past 1 GiB)")
     a = p.parse_args(argv)
     try:
-        path = export(a.model_dir, force=a.force)
+        path = export(a.model_dir, force=a.force, external=a.external_data)
     except LearnerError as e:
         print(f"export_onnx: {e.message}", file=sys.stderr)
         return 2

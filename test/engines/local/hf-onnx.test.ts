@@ -239,6 +239,26 @@ describeWithTransformers('Hugging Face exports on the embedded runtime vs transf
       expect(maxDiff(await again.logitsOf(prompts[1]!), 0, await model.logitsOf(prompts[1]!), 0, prompts[1]!.length * V)).toBe(0);
       await again.dispose();
       expect(readFileSync(join(twin, 'onnx', 'model.onnx')).equals(readFileSync(join(trained, 'onnx', 'model.onnx')))).toBe(true);
+
+      // An export with its weights in external data (as past 1 GiB): its data file is rewritten the same way.
+      if (arch !== 'qwen3') return;
+      const ext = join(work, 'qwen3-external');
+      const extTrained = join(work, 'qwen3-external-trained');
+      for (const [from, to] of [[dir, ext], [trained, extTrained]] as const) {
+        mkdirSync(to);
+        for (const f of readdirSync(from)) if (f !== 'onnx') copyFileSync(join(from, f), join(to, f));
+      }
+      exportHf(ext, '--external-data');
+      expect(readdirSync(join(ext, 'onnx')).sort()).toEqual(['export.json', 'model.onnx', 'model.onnx.data']);
+      const m2 = await CausalLM.load(ext, { tokenizer: false });
+      try {
+        expect(maxDiff(await m2.logitsOf(prompts[0]!), 0, refLogits, 0, prompts[0]!.length * V)).toBeLessThan(TOL);
+        await m2.reload(extTrained);
+        expect(readdirSync(join(extTrained, 'onnx')).sort()).toEqual(['export.json', 'model.onnx', 'model.onnx.data']);
+        expect(maxDiff(await m2.logitsOf(prompts[0]!), 0, logits2, 0, prompts[0]!.length * V)).toBeLessThan(TOL);
+      } finally {
+        await m2.dispose();
+      }
     }, 300_000);
   });
 });
