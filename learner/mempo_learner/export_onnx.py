@@ -32,6 +32,7 @@ from .errors import LearnerError
 OPSET = 17
 FORMAT = 1
 ARCHITECTURES = ("qwen3", "llama", "qwen2")
+ROPE_TYPES = ("default", "llama3")
 # Protobuf cannot hold one message over 2 GiB: larger weights go to one external data file.
 MAX_INLINE_BYTES = 1 << 30
 EXTERNAL_DATA = "model.onnx.data"
@@ -76,6 +77,17 @@ def read_config(model_dir: str) -> dict:
     mt = cfg.get("model_type")
     if mt not in ARCHITECTURES:
         raise fail(f"{path}: model_type {mt!r} has no ONNX export path in mempo (supported: {', '.join(ARCHITECTURES)})")
+    # The trace records one path through the model: a rope whose frequencies depend on the
+    # sequence length (dynamic, longrope, ...) or sliding-window layers would be frozen at the
+    # traced lengths, so only the variants checked against transformers are exported.
+    for key in ("rope_parameters", "rope_scaling"):
+        rope = cfg.get(key)
+        if isinstance(rope, dict):
+            kind = rope.get("rope_type", rope.get("type", "default"))
+            if kind not in ROPE_TYPES:
+                raise fail(f"{path}: {key}.rope_type {kind!r} is not exported by mempo (supported: {', '.join(ROPE_TYPES)})")
+    if cfg.get("use_sliding_window") is True or "sliding_attention" in (cfg.get("layer_types") or []):
+        raise fail(f"{path}: sliding-window attention (use_sliding_window / layer_types) is not exported by mempo")
     return cfg
 
 
@@ -103,8 +115,9 @@ def build_wrapper(lm, num_layers: int):
     return Decoder().eval()
 
 
-def export(model_dir: str, force: bool = False) -> str:
-    """Writes model_dir/onnx/{model.onnx,export.json}; returns the path of model.onnx."""
+def export(model_dir: str, force: bool = False, external: bool = False) -> str:
+    """Writes model_dir/onnx/{model.onnx,export.json}; returns the path of model.onnx. The weights
+    go to onnx/model.onnx.data when they pass MAX_INLINE_BYTES, or with `external`."""
     model_dir = os.path.abspath(model_dir)
     if not os.path.isdir(model_dir):
         raise fail(f"{model_dir} is not a directory")
@@ -168,17 +181,19 @@ def export(model_dir: str, force: bool = False) -> str:
 
     tmp = tempfile.mkdtemp(prefix=".onnx-export-", dir=model_dir)
     try:
-        raw_path = os.path.join(tmp, "raw.onnx")
+        raw_dir = os.path.join(tmp, "raw")  # torch writes a large model's external data files beside it
+        os.mkdir(raw_dir)
+        raw_path = os.path.join(raw_dir, "model.onnx")
         with torch.no_grad():
             torch.onnx.export(wrapper, (ids, mask, pos, *past), raw_path, input_names=in_names,
                               output_names=out_names, dynamic_axes=axes, opset_version=OPSET,
                               do_constant_folding=False, dynamo=False)
         model = onnx.load(raw_path)
-        os.remove(raw_path)
+        shutil.rmtree(raw_dir)
         weights = restore_weights(model, params, originals, numpy_helper)
         check_weights(model, weights, model_dir, files, safe_open, numpy_helper)
-        size = sum(t.ByteSize() for t in model.graph.initializer)
-        if size > MAX_INLINE_BYTES:
+        external = external or sum(t.ByteSize() for t in model.graph.initializer) > MAX_INLINE_BYTES
+        if external:
             onnx.save_model(model, os.path.join(tmp, "model.onnx"), save_as_external_data=True,
                             all_tensors_to_one_file=True, location=EXTERNAL_DATA, size_threshold=1024)
         else:
@@ -192,7 +207,7 @@ def export(model_dir: str, force: bool = False) -> str:
             "transformers": transformers.__version__,
             "layers": L, "kv_heads": kv, "head_dim": hd, "vocab_size": int(c.vocab_size),
             "model": "model.onnx",
-            "external_data": EXTERNAL_DATA if size > MAX_INLINE_BYTES else None,
+            "external_data": EXTERNAL_DATA if external else None,
             # The weights the export was made from: a later change to them makes the export stale.
             "source": {n: {"bytes": os.path.getsize(os.path.join(model_dir, n)),
                            "sha256": sha256_file(os.path.join(model_dir, n))} for n in files},
@@ -266,9 +281,11 @@ def main(argv=None) -> int:
                                 description="Export a Hugging Face causal LM directory to DIR/onnx/model.onnx for mempo's embedded runtime")
     p.add_argument("model_dir", help="a Hugging Face directory: config.json, *.safetensors, tokenizer files")
     p.add_argument("--force", action="store_true", help="replace an existing DIR/onnx not written by this exporter")
+    p.add_argument("--external-data", action="store_true",
+                   help=f"weights in DIR/onnx/{EXTERNAL_DATA} even when the model is small (always past 1 GiB)")
     a = p.parse_args(argv)
     try:
-        path = export(a.model_dir, force=a.force)
+        path = export(a.model_dir, force=a.force, external=a.external_data)
     except LearnerError as e:
         print(f"export_onnx: {e.message}", file=sys.stderr)
         return 2

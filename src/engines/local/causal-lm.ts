@@ -9,6 +9,7 @@ import { locateModelFiles, readModelConfig, type ModelConfig, type ModelFiles, t
 import { getOrt, type ExecutionProvider, type OrtSession, type SessionOptions } from './ort';
 import { runForward } from './forward-run';
 import { checkReloadable, openSession, probeLogits, SessionSlot, tokenizerHashes } from './reload';
+import { hasWeightMap, needsExport, writeExportFrom } from './hf-weights';
 import { KVCache } from './kv-cache';
 import { Tokenizer } from './tokenizer';
 import { generate } from './generate';
@@ -119,7 +120,9 @@ export class CausalLM implements ForwardModel {
    * Takes the weights of another model directory with the same architecture and tokenizer (the
    * learner's `saveWeights`, docs/learner.md): a new ORT session of its ONNX file serves every
    * call that starts after this resolves; calls in flight finish on the old session, which is
-   * released after the last of them. On any error (missing file, another architecture or
+   * released after the last of them. A Hugging Face directory without an ONNX export (the
+   * learner's save of an HF model) gets one first, the loaded export's graph with its safetensors
+   * weights (hf-weights.ts), when the loaded model is such an export. On any error (missing file, another architecture or
    * tokenizer, a graph ORT refuses, weights whose probe pass gives a NaN or infinite logit) the
    * old weights stay in use.
    */
@@ -133,6 +136,8 @@ export class CausalLM implements ForwardModel {
     const t0 = performance.now();
     if (typeof dir !== 'string' || dir.length === 0) throw invalidArgument('a model directory path', 'dir', dir);
     if (this.slot === undefined) throw new MempoError('ERR_DISPOSED', `The model ${this.modelPath} has been disposed`);
+    // A Hugging Face directory the learner saved (safetensors, no ONNX): its export is the loaded one with its weights.
+    if (this.options.modelFile === undefined && needsExport(dir) && hasWeightMap(this.files.dir)) await writeExportFrom(this.files.dir, dir);
     const files = locateModelFiles(dir, this.options.modelFile);
     const config = readModelConfig(files);
     const loaded = { config: this.config, io: this.io, tokenizer: this.tokenizerFiles };

@@ -37,7 +37,7 @@ export function missingExport(dir: string): MempoError {
   );
 }
 
-function sha256File(path: string): string {
+export function sha256File(path: string): string {
   const h = createHash('sha256');
   const fd = openSync(path, 'r');
   try {

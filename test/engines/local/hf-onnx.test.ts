@@ -7,10 +7,11 @@
  * log_softmax at the sampled tokens within 1e-4 (PPO's ratio is 1 at step 0).
  */
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { CausalLM } from '../../../src/engines/local/causal-lm';
+import { writeExportFrom } from '../../../src/engines/local/hf-weights';
 import { locateModelFiles } from '../../../src/engines/local/model-dir';
 import { describeWithTransformers, exportHf, PY, ROOT, zoo } from './hf-helpers';
 
@@ -26,10 +27,10 @@ const PROMPTS: Record<string, number[][]> = {
   'qwen2.5': [[151644, 872, 198, 9707, 1879, 0, 12345, 100000, 151935], [9707, 11, 1879]],
 };
 
-function reference(mode: 'greedy' | 'score' | 'chat', dir: string, request: unknown, out: string): void {
+function reference(mode: 'greedy' | 'score' | 'chat' | 'perturb', dir: string, request: unknown, out: string): void {
   const req = `${out}.request.json`;
   writeFileSync(req, JSON.stringify(request));
-  const r = spawnSync(PY, [REF, mode, dir, req, out], { encoding: 'utf8', timeout: 300_000 });
+  const r = spawnSync(PY, [REF, mode, dir, req, out], { encoding: 'utf8', timeout: 300_000, env: { ...process.env, PYTHONPATH: join(ROOT, 'learner') } });
   if (r.status !== 0) throw new Error(`hf_reference.py ${mode} failed (exit ${r.status}):\n${r.stderr.slice(-4000)}`);
 }
 
@@ -159,15 +160,14 @@ describeWithTransformers('Hugging Face exports on the embedded runtime vs transf
         expect(maxDiff(got, 0, want[i]!, 0, got.length)).toBeLessThan(TOL);
         expect(Math.max(...ratios)).toBeLessThan(TOL);
       }
-    });
+    }, 300_000);
 
     it('runs `mempo rollout --model HFDIR` end to end: prompts are the tokenizer\'s own chat template, old log-probs are transformers\'', () => {
       const out = join(work, `${arch}-rollout`);
       const system = 'Answer with a search, then the answer.';
       const r = spawnSync(process.execPath, [CLI, 'rollout', '--model', dir, '--limit', '2', '--group-size', '2', '--max-turns', '2', '--max-round-tokens', '16',
         '--max-response-tokens', '64', '--seed', '3', '--threads', '1', '--quiet', '--no-report', '--system-prompt', system, '--out', out], { encoding: 'utf8', timeout: 300_000 });
-      expect(r.stderr).toBe('');
-      expect(r.status).toBe(0);
+      if (r.status !== 0) throw new Error(`mempo rollout exited ${r.status}:\n${r.stderr}`);
       const summary = JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8')) as { trajectories: number; backendErrors: number; tokensGenerated: number };
       expect(summary).toMatchObject({ trajectories: 4, backendErrors: 0 });
       expect(summary.tokensGenerated).toBeGreaterThan(0);
@@ -188,6 +188,77 @@ describeWithTransformers('Hugging Face exports on the embedded runtime vs transf
         const got = rec.oldLogp.slice(rec.rounds[0]!.start, rec.rounds[0]!.end);
         expect(maxDiff(got, 0, want[i]!, 0, got.length)).toBeLessThan(TOL);
       });
-    });
+    }, 300_000);
+
+    // Last: it swaps the model's weights.
+    it('reloads the learner\'s save of trained weights (safetensors only): the export is rewritten in place of its initializers and matches transformers on the new weights', async () => {
+      const trained = join(work, `${arch}-trained`);
+      reference('perturb', dir, { seed: 11, scale: 0.05 }, trained);
+      expect(existsSync(join(trained, 'onnx'))).toBe(false);
+      reference('greedy', trained, { prompts, new_tokens: NEW_TOKENS }, join(work, `${arch}-trained`));
+      const ref2 = JSON.parse(readFileSync(join(work, `${arch}-trained.json`), 'utf8')) as typeof ref;
+      const buf = readFileSync(join(work, `${arch}-trained.f32`));
+      const logits2 = new Float32Array(buf.buffer, buf.byteOffset, buf.length / 4);
+      expect(ref2.tokens).not.toEqual(ref.tokens); // the step changed what the model says
+
+      // A tensor the export does not know: refused, nothing written, the old weights stay.
+      const foreign = join(work, `${arch}-foreign`);
+      mkdirSync(foreign);
+      for (const f of ['config.json', 'tokenizer.json', 'tokenizer_config.json']) copyFileSync(join(trained, f), join(foreign, f));
+      const header = Buffer.from(JSON.stringify({ 'bogus.weight': { dtype: 'F32', shape: [1], data_offsets: [0, 4] } }));
+      const len = Buffer.alloc(8);
+      len.writeBigUInt64LE(BigInt(header.length));
+      writeFileSync(join(foreign, 'model.safetensors'), Buffer.concat([len, header, Buffer.alloc(4)]));
+      await expect(model.reload(foreign)).rejects.toMatchObject({ code: 'ERR_MODEL_CONFIG', message: expect.stringContaining('the tensor bogus.weight') });
+      expect(existsSync(join(foreign, 'onnx'))).toBe(false);
+      expect(model.modelPath).toBe(join(dir, 'onnx', 'model.onnx'));
+
+      // Two replicas writing the export of one save at once: both succeed, one export, no temporary left.
+      const twin = join(work, `${arch}-twin`);
+      mkdirSync(twin);
+      for (const f of readdirSync(trained)) copyFileSync(join(trained, f), join(twin, f));
+      const both = await Promise.all([writeExportFrom(dir, twin), writeExportFrom(dir, twin)]);
+      expect(both).toEqual([join(twin, 'onnx', 'model.onnx'), join(twin, 'onnx', 'model.onnx')]);
+      expect(readdirSync(twin).filter((n) => n.startsWith('.onnx'))).toEqual([]);
+      expect(readdirSync(join(twin, 'onnx')).sort()).toEqual(['export.json', 'model.onnx']);
+
+      const r = await model.reload(trained);
+      expect(r.modelPath).toBe(join(trained, 'onnx', 'model.onnx'));
+      expect(model.io.selectLogits).toBe(true);
+      const V = model.config.vocabSize;
+      let off = 0;
+      for (let p = 0; p < prompts.length; p++) {
+        const n = prompts[p]!.length;
+        expect(maxDiff(await model.logitsOf(prompts[p]!), 0, logits2, off, n * V)).toBeLessThan(TOL);
+        off += (n + ref2.steps[p]!) * V;
+      }
+      const res = await model.generate(prompts, { maxNewTokens: NEW_TOKENS, temperature: 0, decode: false });
+      expect(res.map((x) => x.tokenIds)).toEqual(ref2.tokens);
+      // The export written beside the trained weights is a fresh one: mempo serve / rollout --model can load it.
+      const again = await CausalLM.load(trained, { tokenizer: false });
+      expect(maxDiff(await again.logitsOf(prompts[1]!), 0, await model.logitsOf(prompts[1]!), 0, prompts[1]!.length * V)).toBe(0);
+      await again.dispose();
+      expect(readFileSync(join(twin, 'onnx', 'model.onnx')).equals(readFileSync(join(trained, 'onnx', 'model.onnx')))).toBe(true);
+
+      // An export with its weights in external data (as past 1 GiB): its data file is rewritten the same way.
+      if (arch !== 'qwen3') return;
+      const ext = join(work, 'qwen3-external');
+      const extTrained = join(work, 'qwen3-external-trained');
+      for (const [from, to] of [[dir, ext], [trained, extTrained]] as const) {
+        mkdirSync(to);
+        for (const f of readdirSync(from)) if (f !== 'onnx') copyFileSync(join(from, f), join(to, f));
+      }
+      exportHf(ext, '--external-data');
+      expect(readdirSync(join(ext, 'onnx')).sort()).toEqual(['export.json', 'model.onnx', 'model.onnx.data']);
+      const m2 = await CausalLM.load(ext, { tokenizer: false });
+      try {
+        expect(maxDiff(await m2.logitsOf(prompts[0]!), 0, refLogits, 0, prompts[0]!.length * V)).toBeLessThan(TOL);
+        await m2.reload(extTrained);
+        expect(readdirSync(join(extTrained, 'onnx')).sort()).toEqual(['export.json', 'model.onnx', 'model.onnx.data']);
+        expect(maxDiff(await m2.logitsOf(prompts[0]!), 0, logits2, 0, prompts[0]!.length * V)).toBeLessThan(TOL);
+      } finally {
+        await m2.dispose();
+      }
+    }, 300_000);
   });
 });

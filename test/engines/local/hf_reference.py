@@ -1,5 +1,6 @@
 """transformers' own numbers for test/engines/local/hf-onnx.test.ts (the reference the ONNX export
-run by mempo's runtime is compared with). Never imports mempo.
+run by mempo's runtime is compared with). Only `perturb` imports mempo: it stands for a training
+step, saving through the learner's own HF path (mempo_learner.hf, PYTHONPATH=learner).
 
     python3 hf_reference.py greedy MODEL_DIR REQUEST.json OUT_PREFIX
         REQUEST: {"prompts": [[ids...], ...], "new_tokens": N}
@@ -12,6 +13,9 @@ run by mempo's runtime is compared with). Never imports mempo.
     python3 hf_reference.py chat MODEL_DIR REQUEST.json OUT.json
         REQUEST: {"conversations": [[{"role", "content"}, ...], ...]}
         writes {"ids": [[ids of the tokenizer's chat template with the generation prompt] ...]}
+    python3 hf_reference.py perturb MODEL_DIR REQUEST.json OUT_DIR
+        REQUEST: {"seed": S, "scale": X}: every parameter += X * N(0, 1), saved to OUT_DIR as the
+        learner's save_weights saves an HF model
 """
 import json
 import sys
@@ -67,11 +71,24 @@ def chat(model_dir, req, path):
         json.dump({"ids": ids}, f)
 
 
+def perturb(model_dir, req, out_dir):
+    from mempo_learner.hf import HfModel
+
+    m = HfModel(model_dir)
+    gen = torch.Generator().manual_seed(req["seed"])
+    with torch.no_grad():
+        for p in m.lm.parameters():
+            p.add_(torch.randn(p.shape, generator=gen) * req["scale"])
+    m.save(out_dir)
+
+
 if __name__ == "__main__":
     mode, model_dir, req_path, out = sys.argv[1:5]
     with open(req_path) as f:
         request = json.load(f)
     if mode == "chat":
         chat(model_dir, request, out)
+    elif mode == "perturb":
+        perturb(model_dir, request, out)
     else:
         {"greedy": greedy, "score": score}[mode](load(model_dir), request, out)
