@@ -13,6 +13,7 @@
  */
 import type { Template } from '@huggingface/jinja';
 import type { Tokenizer } from '../engines/local/tokenizer';
+import { MempoError } from '../errors';
 import { CHAT_TEMPLATE } from '../protocol/chat';
 import { bad, FieldError } from './completions-requests';
 import type { TemplateMessage, TemplateTool } from './chat-requests';
@@ -48,6 +49,15 @@ function compile(source: string): Template {
   return new TemplateClass(source);
 }
 
+/** Checks that a template parses (`mempo serve --chat-template` before the model loads); `where` names its source. */
+export function checkChatTemplate(source: string, where: string): void {
+  try {
+    compile(source);
+  } catch (err) {
+    throw new MempoError('ERR_INVALID_OPTION', `${where}: the chat template does not parse: ${(err as Error).message}`);
+  }
+}
+
 /** Whether a request needs a template that knows tools: tools given, or tool calls / results in the conversation. */
 function toolContent(messages: readonly TemplateMessage[], tools: readonly TemplateTool[] | null): string | null {
   if (tools !== null) return 'tools';
@@ -78,7 +88,7 @@ export class ChatTemplater {
         t = compile(source);
       } catch (err) {
         const msg = `the chat template does not parse: ${(err as Error).message}`;
-        throw request ? new FieldError(500, 'messages', msg) : new Error(msg);
+        throw request ? new FieldError(500, 'messages', msg) : new MempoError('ERR_INVALID_OPTION', msg);
       }
       this.compiled.set(source, t);
     }

@@ -241,6 +241,42 @@ describe('the openai SDK', () => {
     expect(next.choices).toHaveLength(1);
   });
 
+  it('stop strings end the content before them (stop_reason names the string), streamed or not', async () => {
+    const body = { ...chatBody, seed: 3, max_tokens: 120, stop: ['</search>', '</answer>'], return_token_ids: true };
+    const whole = await client.chat.completions.create(body as never) as OpenAI.ChatCompletion & Extra;
+    const c = whole.choices[0]! as OpenAI.ChatCompletion.Choice & { token_ids: number[]; stop_reason: unknown };
+    expect(c.finish_reason).toBe('stop');
+    const all = tok().decode(c.token_ids);
+    expect(all.endsWith(String(c.stop_reason))).toBe(true);
+    expect(c.message.content).toBe(all.slice(0, all.length - String(c.stop_reason).length));
+    expect(c.message.content).toContain('<search>');
+    const stream = await client.chat.completions.create({ ...body, stream: true } as never) as unknown as AsyncIterable<OpenAI.ChatCompletionChunk>;
+    let text = '';
+    for await (const ch of stream) for (const x of ch.choices) text += x.delta.content ?? '';
+    expect(text).toBe(c.message.content);
+  });
+
+  it('an error after a stream began is its last event, in the error shape (weights swapped with abort_all_requests)', async () => {
+    forced = new Array<number>(1500).fill(tok().encode(' a')[0]!);
+    const res = await fetch(`${url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ ...chatBody, max_tokens: 1500, stream: true }) });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toContain('text/event-stream');
+    const reader = res.body!.getReader();
+    let text = '';
+    let swapped: Promise<Response> | undefined;
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      text += Buffer.from(value).toString('utf8');
+      swapped ??= fetch(`${url}/update_weights_from_disk`, { method: 'POST', body: JSON.stringify({ model_path: MODEL_DIR, abort_all_requests: true }) });
+    }
+    expect((await swapped!).status).toBe(200);
+    const events = text.split('\n\n').filter((e) => e !== '');
+    expect(events[events.length - 1]).toBe('data: [DONE]');
+    const err = JSON.parse(events[events.length - 2]!.slice('data: '.length)) as { error: { code: number; type: string } };
+    expect(err.error).toMatchObject({ code: 503, type: 'server_error' });
+  });
+
   it("errors come in OpenAI's shape, param naming the field", async () => {
     const err = await client.chat.completions.create({ model: 'mempo-tiny', messages: [{ role: 'robot' as never, content: 'x' }] }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OpenAI.BadRequestError);
