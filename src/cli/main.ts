@@ -172,8 +172,8 @@ export function buildProgram(io: RunIO, onDone: (code: number) => void): Command
       onDone(0);
     });
   const serve = new Command('serve')
-    .summary('serve a local model over vLLM/SGLang HTTP')
-    .description("Serve a local model over HTTP until Ctrl-C: vLLM's completions API subset (POST /v1/completions with token-id prompts, n, seed, logprobs, prompt_logprobs; GET /v1/models) and SGLang's native POST /generate (input_ids, sampling_params, return_logprob, logprob_start_len), for mempo rollout --server.")
+    .summary('serve a local model over OpenAI/vLLM/SGLang HTTP')
+    .description("Serve a local model over HTTP until Ctrl-C: OpenAI's API as the openai SDK and the AI SDK use it (POST /v1/chat/completions with the model's chat template, tools and tool calls; POST /v1/completions with text or token-id prompts; stream: true on both; n, seed, stop, logprobs, vLLM's return_token_ids; GET /v1/models) and SGLang's native POST /generate (input_ids, sampling_params, return_logprob, logprob_start_len), for your own agents and mempo rollout --server.")
     .option('--model <dir>', 'model directory (ONNX + tokenizer, or a Hugging Face directory with its onnx/ export from python3 -m mempo_learner.export_onnx DIR; with --server only the tokenizer, config files optional)', EMBEDDED.model())
     .option('--host <host>', 'address to bind (loopback by default; any other needs --token)', '127.0.0.1')
     .option('--port <n>', 'port (0: any free port)', int(0), 8001)
@@ -181,6 +181,7 @@ export function buildProgram(io: RunIO, onDone: (code: number) => void): Command
     .option('--max-body <bytes>', 'largest request body accepted', int(1), COMPLETIONS_SERVER_DEFAULTS.maxBodyBytes)
     .option('--threads <n>', 'ONNX Runtime intra-op threads (default: all cores; more than the machine has are lowered to that, with a warning)', int(1))
     .option('--token <token>', `bearer token every request but GET /health must carry (also ${SERVER_TOKEN_ENV}); required when --host is not a loopback address`)
+    .option('--chat-template <file>', "Jinja chat template for POST /v1/chat/completions instead of the model's own (as vLLM's --chat-template)")
     .exitOverride()
     .action(async (opts: Record<string, unknown>) => {
       const { server, model } = await startServe(opts, io);

@@ -3,17 +3,24 @@
  * answers (shapes in src/servers/completions-server.ts), built from one sampling call and one
  * teacher-forced scoring call per request. A request's signal (its client went away) stops the
  * sampling between decode steps; a scoring call in progress finishes, then the request stops.
+ * `/v1/completions` with `stream: true` sends each token as it is sampled (OpenAI's chunks).
  */
 import { randomBytes } from 'node:crypto';
 import type { LocalModel } from '../engines/local/local-model';
 import type { GenerationResult } from '../engines/local/generate';
 import { bad, type CompletionRequest, type GenerateRequest, type SamplingRequest } from './completions-requests';
+import { safeText, TokenTap, type EventStream, type TapToken } from './openai-stream';
 
-type SamplingSettings = Omit<SamplingRequest, 'prompts' | 'batch' | 'n'> & { stopTokenIds: number[] };
+export type SamplingSettings = Omit<SamplingRequest, 'prompts' | 'batch' | 'n'> & {
+  stopTokenIds: number[];
+  /** Ids that end a sequence besides the request's: the model's protocol stop ids unless given (chat gives its end-of-turn ids). */
+  baseStopTokenIds?: readonly number[];
+};
 
 type VllmPromptLogprobs = (null | Record<string, { logprob: number; rank: number; decoded_token: string }>)[];
 
-const isLength = (g: GenerationResult) => g.finishReason === 'length' || g.finishReason === 'context';
+export const isLength = (g: GenerationResult) => g.finishReason === 'length' || g.finishReason === 'context';
+
 
 export class CompletionsHandlers {
   constructor(private readonly model: LocalModel, readonly modelName: string) {}
@@ -22,12 +29,12 @@ export class CompletionsHandlers {
     return this.model.model;
   }
 
-  private piece(id: number): string {
+  piece(id: number): string {
     const codec = this.model.codec;
     return codec.piece ? codec.piece(id) : codec.decode([id]);
   }
 
-  private decode(ids: number[], skipSpecial: boolean): string {
+  decode(ids: number[], skipSpecial: boolean): string {
     const tok = this.lm.tokenizer;
     return tok ? tok.decode(ids, { skipSpecialTokens: skipSpecial }) : this.model.codec.decode(ids);
   }
@@ -44,9 +51,16 @@ export class CompletionsHandlers {
     return out;
   }
 
-  /** results[p][j]: sample j of prompt p, from stream p·n + j of the seed. */
-  private async sample(prompts: number[][], n: number, s: SamplingSettings, signal: AbortSignal | undefined): Promise<GenerationResult[][]> {
-    if (s.maxTokens === 0) return prompts.map((p) => Array.from({ length: n }, () => ({ tokenIds: [], logprobs: new Float32Array(0), finishReason: 'length' as const, promptLength: p.length })));
+  /**
+   * results[p][j]: sample j of prompt p, from stream p·n + j of the seed. A `tap` sees each
+   * sequence (index p·n + j) token by token; it never changes what is sampled.
+   */
+  async sample(prompts: number[][], n: number, s: SamplingSettings, signal: AbortSignal | undefined, tap?: TokenTap): Promise<GenerationResult[][]> {
+    if (s.maxTokens === 0) {
+      const empty = prompts.map((p) => Array.from({ length: n }, () => ({ tokenIds: [], logprobs: new Float32Array(0), finishReason: 'length' as const, promptLength: p.length })));
+      empty.flat().forEach((g, k) => tap?.finish(k, g));
+      return empty;
+    }
     const flat = await this.lm.generate(
       prompts.flatMap((p) => Array.from({ length: n }, () => ({ ids: p }))),
       {
@@ -56,17 +70,29 @@ export class CompletionsHandlers {
         topK: s.topK,
         seed: s.seed ?? randomBytes(4).readUInt32LE(0),
         stop: s.stop,
-        stopTokenIds: [...this.model.stopTokenIds, ...s.stopTokenIds],
+        stopTokenIds: [...(s.baseStopTokenIds ?? this.model.stopTokenIds), ...s.stopTokenIds],
         decode: false,
         signal,
+        ...(tap === undefined ? {} : { logitsProcessor: tap.processor, onResult: (k: number, g: GenerationResult) => tap.finish(k, g) }),
       },
     );
     return prompts.map((_, p) => flat.slice(p * n, (p + 1) * n));
   }
 
+  /** A 400 naming the model when the request asks for another one. */
+  checkModel(model: string | null): void {
+    if (model !== null && model !== this.modelName) throw bad('model', `this server serves "${this.modelName}", not ${JSON.stringify(model)}`);
+  }
+
   /** POST /v1/completions: one choice per prompt and sample, index = prompt × n + sample. */
-  async complete(r: CompletionRequest, signal?: AbortSignal): Promise<unknown> {
-    if (r.model !== null && r.model !== this.modelName) throw bad('model', `this server serves "${this.modelName}", not ${JSON.stringify(r.model)}`);
+  async complete(r: CompletionRequest, signal?: AbortSignal, events?: EventStream): Promise<unknown> {
+    this.checkModel(r.model);
+    if (r.stream) {
+      if (events === undefined) throw new Error('a streamed request needs its event stream');
+      if (r.echo) throw bad('echo', 'not supported with "stream": true by mempo serve');
+      if (r.promptLogprobs !== null) throw bad('prompt_logprobs', 'not supported with "stream": true by mempo serve');
+      return this.completeStreamed(r, signal, events);
+    }
     let plp: VllmPromptLogprobs[] | undefined;
     if (r.promptLogprobs !== null) {
       const lps = await this.promptLogprobs(r.prompts, signal);
@@ -89,6 +115,56 @@ export class CompletionsHandlers {
       choices,
       usage: { prompt_tokens: promptTokens, completion_tokens: generated, total_tokens: promptTokens + generated },
     };
+  }
+
+  /**
+   * POST /v1/completions with stream: a chunk per token (text that is safe to show so far, its
+   * log-prob, its id with return_token_ids), then each choice's last chunk with its finish reason,
+   * then the usage chunk (stream_options.include_usage). The texts add up to the unstreamed text.
+   */
+  private async completeStreamed(r: CompletionRequest, signal: AbortSignal | undefined, events: EventStream): Promise<undefined> {
+    const id = `cmpl-${randomBytes(8).toString('hex')}`;
+    const created = Math.floor(Date.now() / 1000);
+    const ids: number[][] = [];
+    const shown: string[] = [];
+    const offsets: number[] = [];
+    const chunk = (choice: Record<string, unknown>) => events.send({ id, object: 'text_completion', created, model: this.modelName, choices: [choice], ...(r.includeUsage ? { usage: null } : {}) });
+    const tap = new TokenTap(r.prompts.length * r.n, r.temperature, r.logprobs !== null, 0, (k, toks, g) => {
+      const seq = (ids[k] ??= []);
+      seq.push(...toks.map((t) => t.id));
+      const text = g === null ? safeText(this.model.codec.decode(seq), []) : this.model.codec.decode(seq);
+      const before = shown[k] ?? '';
+      const delta = text.startsWith(before) ? text.slice(before.length) : '';
+      shown[k] = before + delta;
+      const choice: Record<string, unknown> = { index: k, text: delta, logprobs: r.logprobs === null ? null : this.chunkLogprobs(toks, r.tokensAsIds, offsets, k), finish_reason: null };
+      if (r.returnTokenIds) choice['token_ids'] = toks.map((t) => t.id);
+      if (g !== null) {
+        const last = g.tokenIds[g.tokenIds.length - 1];
+        choice['finish_reason'] = isLength(g) ? 'length' : 'stop';
+        choice['stop_reason'] = g.stop ?? (g.finishReason === 'stop' && last !== undefined ? last : null);
+      }
+      if (toks.length > 0 || g !== null) chunk(choice);
+    });
+    await this.sample(r.prompts, r.n, { ...r, stopTokenIds: [] }, signal, tap);
+    if (r.includeUsage) {
+      const promptTokens = r.prompts.reduce((a, p) => a + p.length, 0);
+      const generated = ids.reduce((a, s) => a + s.length, 0);
+      events.send({ id, object: 'text_completion', created, model: this.modelName, choices: [], usage: { prompt_tokens: promptTokens, completion_tokens: generated, total_tokens: promptTokens + generated } });
+    }
+    events.done();
+    return undefined;
+  }
+
+  /** The logprobs of a chunk's tokens in the unstreamed shape (text_offset continues across chunks). */
+  private chunkLogprobs(toks: readonly TapToken[], asIds: boolean, offsets: number[], k: number): unknown {
+    const tokens = toks.map((t) => (asIds ? `token_id:${t.id}` : this.piece(t.id)));
+    const values = toks.map((t) => Math.max(t.logprob, -9999));
+    const textOffset = tokens.map((t) => {
+      const at = offsets[k] ?? 0;
+      offsets[k] = at + [...t].length;
+      return at;
+    });
+    return { text_offset: textOffset, token_logprobs: values, tokens, top_logprobs: tokens.map((t, i) => ({ [t]: values[i]! })) };
   }
 
   private vllmChoice(r: CompletionRequest, p: number, j: number, g: GenerationResult, plp: VllmPromptLogprobs | undefined): unknown {

@@ -1,7 +1,7 @@
 /**
  * Request parsing of `mempo serve`: the vLLM `/v1/completions` and SGLang `/generate` request
  * shapes (see src/servers/completions-server.ts), checked against the model's limits; every
- * message names the field at fault.
+ * message names the field at fault, and the error carries it as OpenAI's `param`.
  */
 import { parseJsonObject, RequestError } from './http';
 
@@ -9,7 +9,7 @@ import { parseJsonObject, RequestError } from './http';
 const VLLM_DEFAULT_MAX_TOKENS = 16;
 const SGLANG_DEFAULT_MAX_NEW_TOKENS = 128;
 /** Most log-probs per position a request may ask for (vLLM `logprobs`, `prompt_logprobs`). */
-const MAX_LOGPROBS = 20;
+export const MAX_LOGPROBS = 20;
 
 /** What both dialects ask of sampling: prompts (token ids), n samples each, and how to sample them. */
 export interface SamplingRequest {
@@ -27,7 +27,13 @@ export interface SamplingRequest {
   seed: number | null;
 }
 
-export interface CompletionRequest extends SamplingRequest {
+/** `stream` and `stream_options` (OpenAI's): server-sent events, and a last chunk with the usage. */
+export interface StreamRequest {
+  stream: boolean;
+  includeUsage: boolean;
+}
+
+export interface CompletionRequest extends SamplingRequest, StreamRequest {
   model: string | null;
   logprobs: number | null;
   tokensAsIds: boolean;
@@ -52,19 +58,28 @@ export interface Limits {
   maxN: number;
   maxTokens: number;
   maxPositions: number;
+  /** Token ids of a text prompt (with the tokenizer's special tokens, as vLLM's completions add them). */
+  encode?: (text: string) => number[];
+}
+
+/** A refused request whose fault is one field: `param` is that field's path (OpenAI's error `param`). */
+export class FieldError extends RequestError {
+  constructor(status: number, readonly param: string, message: string) {
+    super(status, message);
+  }
 }
 
 /** A 400 naming the field at fault. */
-export const bad = (field: string, msg: string) => new RequestError(400, `field "${field}": ${msg}`);
+export const bad = (field: string, msg: string) => new FieldError(400, field, `field "${field}": ${msg}`);
 
-function optInt(b: Record<string, unknown>, field: string, def: number | null, min: number, max: number, name = field): number | null {
+export function optInt(b: Record<string, unknown>, field: string, def: number | null, min: number, max: number, name = field): number | null {
   const v = b[field];
   if (v === undefined || v === null) return def;
   if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) throw bad(name, `expected an integer in [${min}, ${max}], received ${JSON.stringify(v)}`);
   return v;
 }
 
-function optNum(b: Record<string, unknown>, field: string, def: number, min: number, max: number, openMin = false, name = field): number {
+export function optNum(b: Record<string, unknown>, field: string, def: number, min: number, max: number, openMin = false, name = field): number {
   const v = b[field];
   if (v === undefined || v === null) return def;
   if (typeof v !== 'number' || !Number.isFinite(v) || v < min || (openMin && v === min) || v > max) {
@@ -73,53 +88,78 @@ function optNum(b: Record<string, unknown>, field: string, def: number, min: num
   return v;
 }
 
-function optBool(b: Record<string, unknown>, field: string, def = false, name = field): boolean {
+export function optBool(b: Record<string, unknown>, field: string, def = false, name = field): boolean {
   const v = b[field];
   if (v === undefined || v === null) return def;
   if (typeof v !== 'boolean') throw bad(name, 'expected a boolean');
   return v;
 }
 
-function stopStrings(v: unknown, name: string): string[] {
+export function stopStrings(v: unknown, name: string): string[] {
   const stops = v === undefined || v === null ? [] : typeof v === 'string' ? [v] : v;
   if (!Array.isArray(stops) || stops.some((s) => typeof s !== 'string' || s.length === 0)) throw bad(name, 'expected a non-empty string or an array of them');
   return stops as string[];
 }
 
-/** A prompt (token ids) or a list of them; checks ids and length. */
-function parsePrompts(v: unknown, name: string, o: Limits): { prompts: number[][]; batch: boolean } {
-  if (!Array.isArray(v) || v.length === 0) throw bad(name, 'expected a non-empty array of token ids, or an array of such arrays');
+/** Checks a prompt's ids against the vocabulary and the model's length. */
+export function checkPromptIds(p: unknown, at: string, o: Limits): number[] {
+  if (!Array.isArray(p) || p.length === 0) throw bad(at, 'expected a non-empty array of token ids');
+  p.forEach((id, i) => {
+    if (typeof id !== 'number' || !Number.isInteger(id) || id < 0 || id >= o.vocabSize) throw bad(`${at}[${i}]`, `expected a token id in [0, ${o.vocabSize}), received ${JSON.stringify(id)}`);
+  });
+  if (p.length >= o.maxPositions) throw bad(at, `${p.length} tokens; the model attends to at most ${o.maxPositions}`);
+  return p as number[];
+}
+
+/**
+ * A prompt or a list of them: token ids, or (with `allowText`, vLLM's and OpenAI's
+ * /v1/completions) text, tokenized here. Checks ids and length.
+ */
+function parsePrompts(v: unknown, name: string, o: Limits, allowText = false): { prompts: number[][]; batch: boolean } {
+  const text = (s: unknown, at: string): number[] => {
+    if (typeof s !== 'string' || s.length === 0) throw bad(at, 'expected a non-empty string');
+    if (o.encode === undefined) throw bad(at, 'this model was loaded without a tokenizer: send token ids');
+    return checkPromptIds(o.encode(s), at, o);
+  };
+  if (allowText && typeof v === 'string') return { prompts: [text(v, name)], batch: false };
+  const what = allowText ? 'a string, an array of strings, an array of token ids or an array of such arrays' : 'a non-empty array of token ids, or an array of such arrays';
+  if (!Array.isArray(v) || v.length === 0) throw bad(name, `expected ${what}`);
+  if (allowText && typeof v[0] === 'string') return { prompts: v.map((s, k) => text(s, `${name}[${k}]`)), batch: true };
   const batch = Array.isArray(v[0]);
   const prompts = (batch ? v : [v]) as unknown[];
-  prompts.forEach((p, k) => {
-    const at = batch ? `${name}[${k}]` : name;
-    if (!Array.isArray(p) || p.length === 0) throw bad(at, 'expected a non-empty array of token ids');
-    p.forEach((id, i) => {
-      if (typeof id !== 'number' || !Number.isInteger(id) || id < 0 || id >= o.vocabSize) throw bad(`${at}[${i}]`, `expected a token id in [0, ${o.vocabSize}), received ${JSON.stringify(id)}`);
-    });
-    if (p.length >= o.maxPositions) throw bad(at, `${p.length} tokens; the model attends to at most ${o.maxPositions}`);
-  });
-  return { prompts: prompts as number[][], batch };
+  return { prompts: prompts.map((p, k) => checkPromptIds(p, batch ? `${name}[${k}]` : name, o)), batch };
+}
+
+/** `stream` and `stream_options: { include_usage }` (usage only with a stream, as OpenAI refuses it otherwise). */
+export function parseStream(b: Record<string, unknown>): StreamRequest {
+  const stream = optBool(b, 'stream');
+  const so = b['stream_options'];
+  if (so === undefined || so === null) return { stream, includeUsage: false };
+  if (typeof so !== 'object' || Array.isArray(so)) throw bad('stream_options', 'expected an object { include_usage?: boolean }');
+  if (!stream) throw bad('stream_options', 'only allowed with "stream": true');
+  const o = so as Record<string, unknown>;
+  for (const k of Object.keys(o)) if (k !== 'include_usage' && k !== 'continuous_usage_stats') throw bad(`stream_options.${k}`, 'not supported by mempo serve');
+  if (o['continuous_usage_stats'] === true) throw bad('stream_options.continuous_usage_stats', 'not supported by mempo serve');
+  return { stream, includeUsage: optBool(o, 'include_usage', false, 'stream_options.include_usage') };
 }
 
 /** Sampling knobs mempo serve does not implement: accepted only at their neutral value. */
 const NEUTRAL: Record<string, number> = { repetition_penalty: 1, frequency_penalty: 0, presence_penalty: 0, min_p: 0 };
-function unsupportedUnlessNeutral(b: Record<string, unknown>, prefix: string): void {
+export function unsupportedUnlessNeutral(b: Record<string, unknown>, prefix: string): void {
   for (const [k, v] of Object.entries(NEUTRAL)) {
     if (b[k] !== undefined && b[k] !== null && b[k] !== v) throw bad(`${prefix}${k}`, `only ${v} is supported by mempo serve, received ${JSON.stringify(b[k])}`);
   }
 }
 
 /** Seeds up to 2^53 - 1 (mempo's sampler mixes in the high part). */
-const MAX_SEED = Number.MAX_SAFE_INTEGER;
+export const MAX_SEED = Number.MAX_SAFE_INTEGER;
 
 /** Checks a /v1/completions body; every message names the field at fault. */
 export function parseCompletionRequest(text: string, o: Limits): CompletionRequest {
   const b = parseJsonObject(text);
   const model = b['model'];
   if (model !== undefined && model !== null && typeof model !== 'string') throw bad('model', 'expected a string');
-  if (b['stream'] === true) throw bad('stream', 'streaming is not supported by mempo serve');
-  const { prompts, batch } = parsePrompts(b['prompt'], 'prompt', o);
+  const { prompts, batch } = parsePrompts(b['prompt'], 'prompt', o, true);
   unsupportedUnlessNeutral(b, '');
   const n = optInt(b, 'n', 1, 1, o.maxN) as number;
   if (prompts.length * n > o.maxN) throw bad('n', `${prompts.length} prompts × n ${n} sequences; at most ${o.maxN} per request`);
@@ -128,6 +168,7 @@ export function parseCompletionRequest(text: string, o: Limits): CompletionReque
     prompts,
     batch,
     n,
+    ...parseStream(b),
     temperature: optNum(b, 'temperature', 1, 0, 100),
     topP: optNum(b, 'top_p', 1, 0, 1, true),
     topK: Math.max(0, optInt(b, 'top_k', 0, -1, o.vocabSize) as number),

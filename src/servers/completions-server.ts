@@ -1,10 +1,20 @@
 /**
- * `mempo serve`: the subsets of the vLLM completions API and of SGLang's native API that the HTTP
- * backends use, over the embedded runtime (`LocalModel`), on loopback by default.
+ * `mempo serve`: the OpenAI API as the `openai` SDK and the Vercel AI SDK use it (chat and text
+ * completions, streamed or not), the subsets of the vLLM completions API and of SGLang's native
+ * API that the HTTP backends use, over the embedded runtime (`LocalModel`), on loopback by default.
  *
- *   POST /v1/completions { model, prompt: number[] | number[][], n?, temperature?, top_p?, top_k?,
- *                          max_tokens?, stop?, logprobs?, seed?, return_tokens_as_token_ids?,
- *                          return_token_ids?, prompt_logprobs?, echo? }
+ *   POST /v1/chat/completions { model, messages, tools?, tool_choice?: 'auto' | 'none', n?,
+ *                          temperature?, top_p?, top_k?, max_tokens? | max_completion_tokens?, stop?,
+ *                          seed?, logprobs?, top_logprobs?, return_token_ids?, stream?,
+ *                          stream_options?: { include_usage } }
+ *   → { id, object: 'chat.completion', model, choices: [{ index, message: { role, content,
+ *       tool_calls? }, logprobs: { content: [{ token, logprob, bytes, top_logprobs }] } | null,
+ *       finish_reason: 'stop' | 'length' | 'tool_calls', stop_reason, token_ids? }], usage,
+ *       prompt_token_ids? } (src/servers/chat-handlers.ts; the prompt is the model's chat template
+ *     applied to messages and tools, src/servers/chat-template.ts)
+ *   POST /v1/completions { model, prompt: string | string[] | number[] | number[][], n?, temperature?,
+ *                          top_p?, top_k?, max_tokens?, stop?, logprobs?, seed?, return_tokens_as_token_ids?,
+ *                          return_token_ids?, prompt_logprobs?, echo?, stream?, stream_options? }
  *   → { id, object: 'text_completion', model, choices: [{ index, text, logprobs: { text_offset,
  *       token_logprobs, tokens, top_logprobs } | null, finish_reason, stop_reason, token_ids,
  *       prompt_logprobs, prompt_token_ids }], usage }
@@ -39,6 +49,12 @@
  * sampling at the next decode step (a scoring pass in progress finishes first): abandoned work
  * (client timeouts, retries elsewhere) does not delay the requests behind it.
  *
+ * With `stream: true` (both /v1 endpoints) the answer is server-sent events: OpenAI's chunks, a
+ * token at a time, `stream_options.include_usage` a last chunk with the usage, then
+ * `data: [DONE]`; the same seed gives the same tokens as the unstreamed answer. Errors are
+ * OpenAI's `{ error: { message, type, param, code } }`, `param` the field at fault, `code` the
+ * HTTP status (as vLLM answers); an error after a stream began is an event of that shape.
+ *
  * With `token`, every request but GET /health needs `Authorization: Bearer <token>`: without it
  * the answer is 401 from the headers alone (the body is never read, the connection closed), the
  * same whatever the path or body. `listen` refuses an address off loopback without a token
@@ -47,7 +63,11 @@
 import * as http from 'node:http';
 import type { LocalModel } from '../engines/local/local-model';
 import { CompletionsHandlers } from './completions-handlers';
-import { parseCompletionRequest, parseGenerateRequest, type Limits } from './completions-requests';
+import { FieldError, parseCompletionRequest, parseGenerateRequest, type Limits } from './completions-requests';
+import { ChatHandlers } from './chat-handlers';
+import { parseChatRequest } from './chat-requests';
+import { ChatTemplater } from './chat-template';
+import { EventStream } from './openai-stream';
 import { bearerMatches, checkToken, requireTokenOffLoopback } from './auth';
 import { listenOn, readBody, RequestError, sendJson } from './http';
 import { Limiter } from './limiter';
@@ -79,16 +99,23 @@ export interface CompletionsServerOptions {
   maxTokens?: number;
   /** Bearer token every request but GET /health must carry (default: none; required to listen off loopback). */
   token?: string;
+  /** A Jinja chat template for /v1/chat/completions instead of the model's own (vLLM's --chat-template). */
+  chatTemplate?: string;
 }
 
 /** The servers created with a token: `listen` lets only these bind off loopback. */
 const withToken = new WeakSet<http.Server>();
 
-const API_PATHS = new Set(['/v1/completions', '/generate', '/update_weights_from_disk']);
+const API_PATHS = new Set(['/v1/completions', '/v1/chat/completions', '/generate', '/update_weights_from_disk']);
 
-/** The OpenAI-style error body; `type` follows the status. */
-function sendError(res: http.ServerResponse, status: number, message: string): void {
-  sendJson(res, status, { error: { message, type: status === 429 ? 'rate_limit' : status >= 500 ? 'server_error' : 'invalid_request_error', code: status } });
+/** OpenAI's error body: `type` follows the status, `param` names the field at fault (null when none is), `code` is the status. */
+function errorBody(status: number, message: string, param: string | null = null): unknown {
+  const type = status === 401 ? 'authentication_error' : status === 404 ? 'not_found_error' : status === 429 ? 'rate_limit_error' : status >= 500 ? 'server_error' : 'invalid_request_error';
+  return { error: { message, type, param, code: status } };
+}
+
+function sendError(res: http.ServerResponse, status: number, message: string, param: string | null = null): void {
+  sendJson(res, status, errorBody(status, message, param));
 }
 
 export function createCompletionsServer(model: LocalModel, options: CompletionsServerOptions = {}): http.Server {
@@ -96,20 +123,36 @@ export function createCompletionsServer(model: LocalModel, options: CompletionsS
   const config = model.model.config;
   const handlers = new CompletionsHandlers(model, options.modelName ?? D.modelName);
   const maxBody = options.maxBodyBytes ?? D.maxBodyBytes;
-  const limits: Limits = { vocabSize: config.vocabSize, maxN: options.maxN ?? D.maxN, maxTokens: options.maxTokens ?? config.maxPositions, maxPositions: config.maxPositions };
+  const tok = model.model.tokenizer;
+  const limits: Limits = {
+    vocabSize: config.vocabSize,
+    maxN: options.maxN ?? D.maxN,
+    maxTokens: options.maxTokens ?? config.maxPositions,
+    maxPositions: config.maxPositions,
+    ...(tok === undefined ? {} : { encode: (text: string) => tok.encode(text, { addSpecialTokens: true }) }),
+  };
+  // LocalModel always has a tokenizer; the template is compiled now so that a bad --chat-template fails at start.
+  const chat = new ChatHandlers(model, handlers, new ChatTemplater(tok!, options.chatTemplate), limits);
   const limiter = new Limiter(Math.max(1, options.maxConcurrency ?? D.maxConcurrency), Math.max(0, options.maxQueue ?? D.maxQueue));
   const gate = new WeightGate();
   const token = checkToken(options.token, 'createCompletionsServer option token');
-  /** A parsed request, run after any weight update in progress, in its turn of the queue; `ctl` aborts when its client goes away. */
-  const handle = (path: string, text: string, ctl: AbortController): Promise<{ status: number; payload: unknown }> => {
+  /**
+   * A parsed request, run after any weight update in progress, in its turn of the queue; `ctl`
+   * aborts when its client goes away. A streamed answer is written to `events` (payload undefined).
+   */
+  const handle = (path: string, text: string, ctl: AbortController, events: EventStream): Promise<{ status: number; payload: unknown }> => {
     if (path === '/update_weights_from_disk') return updateWeightsFromDisk(model, gate, text);
     const ok = (payload: unknown) => ({ status: 200, payload });
     if (path === '/generate') {
       const r = parseGenerateRequest(text, limits);
       return gate.run(ctl, () => limiter.run((s) => handlers.generate(r, s), ctl.signal)).then(ok);
     }
+    if (path === '/v1/chat/completions') {
+      const r = parseChatRequest(text, limits);
+      return gate.run(ctl, () => limiter.run((s) => chat.chat(r, s, events), ctl.signal)).then(ok);
+    }
     const r = parseCompletionRequest(text, limits);
-    return gate.run(ctl, () => limiter.run((s) => handlers.complete(r, s), ctl.signal)).then(ok);
+    return gate.run(ctl, () => limiter.run((s) => handlers.complete(r, s, events), ctl.signal)).then(ok);
   };
   const server = http.createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0] ?? '/';
@@ -121,15 +164,22 @@ export function createCompletionsServer(model: LocalModel, options: CompletionsS
     res.on('close', () => {
       if (!res.writableEnded) gone.abort();
     });
+    const events = new EventStream(res);
     readBody(req, maxBody)
-      .then((text) => handle(path, text, gone))
-      .then(({ status, payload }) => sendJson(res, status, payload))
+      .then((text) => handle(path, text, gone, events))
+      .then(({ status, payload }) => {
+        if (payload !== undefined) sendJson(res, status, payload);
+      })
       .catch((err: unknown) => {
-        if (res.headersSent || res.destroyed) return;
+        if (res.destroyed) return;
         // Aborted by a weight update (abort_all_requests): its reason is the answer, even while queued.
         const e = gone.signal.aborted && gone.signal.reason instanceof RequestError ? gone.signal.reason : err;
-        if (e instanceof RequestError) sendError(res, e.status, e.message);
-        else sendError(res, 500, `model failed: ${(e as Error).message}`);
+        const [status, message, param] = e instanceof RequestError ? [e.status, e.message, e instanceof FieldError ? e.param : null] : [500, `model failed: ${(e as Error).message}`, null];
+        // A stream that began answered 200 already: the error is its last event (as vLLM sends it).
+        if (events.isStarted) {
+          events.send(errorBody(status, message, param));
+          events.done();
+        } else if (!res.headersSent) sendError(res, status, message, param);
       });
   });
   if (token !== undefined) withToken.add(server);
@@ -142,7 +192,7 @@ function serveInfo(req: http.IncomingMessage, res: http.ServerResponse, path: st
   if (path === '/v1/models') return get({ object: 'list', data: [{ id: modelName, object: 'model', owned_by: 'mempo', max_model_len: maxPositions }] });
   if (path === '/get_model_info') return get({ model_path: modelName, tokenizer_path: modelName, is_generation: true });
   if (path === '/health') return get({});
-  sendError(res, 404, `no such endpoint ${path}; use POST /v1/completions, POST /generate, POST /update_weights_from_disk or GET /v1/models`);
+  sendError(res, 404, `no such endpoint ${path}; use POST /v1/chat/completions, POST /v1/completions, POST /generate, POST /update_weights_from_disk or GET /v1/models`);
 }
 
 /**

@@ -181,7 +181,10 @@ describe('completions server (POST /v1/completions)', () => {
   it('rejects bad requests with 400 naming the field', async () => {
     const cases: [unknown, string][] = [
       ['{not json', 'JSON'],
-      [{ prompt: 'text' }, '"prompt"'],
+      // Text prompts are tokenized (OpenAI's and vLLM's /v1/completions take them); an empty one is refused.
+      [{ prompt: '' }, '"prompt"'],
+      [{ prompt: ['a', 3] }, '"prompt[1]"'],
+      [{ prompt: [1], stream_options: { include_usage: true } }, '"stream_options"'],
       [{ prompt: [1, -3] }, '"prompt[1]"'],
       [{ prompt: [1], max_tokens: -1 }, '"max_tokens"'],
       [{ prompt: [1], temperature: 'hot' }, '"temperature"'],
