@@ -9,7 +9,7 @@ import { resolve } from 'node:path';
 
 const ROOT = resolve(__dirname, '..', '..');
 
-describe.each(['test_peer_verl.py'])('%s (python3)', (file) => {
+describe.each(['test_peer_verl.py', 'test_peer_trl.py'])('%s (python3)', (file) => {
   it('passes', () => {
     const r = spawnSync('python3', ['-m', 'unittest', 'discover', '-s', 'test/python', '-p', file], {
       cwd: ROOT, encoding: 'utf8', timeout: 600_000,
