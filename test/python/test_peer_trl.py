@@ -26,6 +26,7 @@ import sys
 import tempfile
 import unittest
 
+sys.dont_write_bytecode = True  # no __pycache__ beside peer_batch.py or bench/peer.py
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import peer_batch  # noqa: E402
 
