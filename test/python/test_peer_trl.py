@@ -12,9 +12,9 @@ The step runs: the loss is finite and the weights change.
 Where they differ: TRL has one advantage per completion, so MemPO's memory advantage (per mem span,
 docs/algorithm.md §5) cannot reach its loss: only the outcome part (the GRPO arm, alpha = 0) is
 comparable. An excluded trajectory is a `None` reward here, which TRL drops from its group's mean
-and std like mempo; but a group left with one scored member gets advantage 0 in TRL (its std is
-NaN) and the raw score in mempo (a group of one: mean 0, std 1). This batch has no excluded rows
-(checked). The tokens are the embedded model's ids, which the Qwen3 vocabulary covers but does not
+and std like mempo (checked by scoring the batch again with rows marked excluded); but a group
+left with one scored member gets advantage 0 in TRL (its std is NaN) and the score itself in
+mempo (a group of one: mean 0, std 1), also checked. The tokens are the embedded model's ids, which the Qwen3 vocabulary covers but does not
 share: the test checks TRL's plumbing and arithmetic on mempo's data, not that the model learns.
 """
 import json
@@ -31,6 +31,17 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import peer_batch  # noqa: E402
 
 GROUP = 4  # -n in peer_batch.ROLLOUT: trajectories per question, TRL's num_generations
+
+# mempo's group normalisation kernel on one value per row (T = 1, mask 1).
+GRPO_ROWS_JS = r"""
+let s = '';
+process.stdin.on('data', (d) => { s += d; }).on('end', () => {
+  const c = JSON.parse(s);
+  const a = m.grpoOutcomeAdvantage(Float64Array.from(c.scores), c.groups, new Uint8Array(c.scores.length).fill(1), 1,
+    { eps: c.eps });
+  process.stdout.write(JSON.stringify(Array.from(a)));
+});
+"""
 
 
 class TrlStepOnMempoBatch(unittest.TestCase):
@@ -100,6 +111,33 @@ class TrlStepOnMempoBatch(unittest.TestCase):
         trainer.train()
         cls.model = trainer.model
         cls.log = [h for h in trainer.state.log_history if "loss" in h]
+        cls.score_with_exclusions(trainer, ns, rollout_func)
+
+    @classmethod
+    def score_with_exclusions(cls, trainer, ns, rollout_func):
+        """TRL scores the batch again (no step: with generation aligned to the optimizer step it
+        runs no forward pass here) after marking rows excluded in the rollout_func's data: one row
+        of the first question whose scores differ, three of the next one, leaving it a single
+        scored completion. The deques are back at their first sample after the full batch."""
+        ro = ns["ro"]
+        questions = list(ns["rows"])
+        varied = [q for q in questions if len({ro["score"][i] for i in ns["rows"][q]}) > 1]
+        lone = next(q for q in questions if q != varied[0] and any(ro["score"][i] != 0 for i in ns["rows"][q]))
+        lone_rows = list(ns["rows"][lone])
+        keep = next(i for i in lone_rows if ro["score"][i] != 0)
+        cls.excluded_rows = {list(ns["rows"][varied[0]])[0]} | {i for i in lone_rows if i != keep}
+        cls.lone_row = keep
+        saved = list(ro["excluded"])
+        for i in cls.excluded_rows:
+            ro["excluded"][i] = True
+        step_served, step_generated = list(cls.served), cls.generated  # the step's record stays
+        try:
+            out = trainer._generate_and_score_completions([{"prompt": q} for q in questions for _ in range(GROUP)])
+        finally:
+            ro["excluded"][:] = saved
+        cls.excluded_served = cls.served[len(step_served):]
+        cls.excluded_advantages = out["advantages"].detach().clone()
+        cls.served, cls.generated = step_served, step_generated
 
     def test_batch_is_one_the_comparison_can_fail_on(self):
         ro = self.trl["rollout"]
@@ -134,6 +172,29 @@ class TrlStepOnMempoBatch(unittest.TestCase):
         torch.testing.assert_close(theirs, torch.tensor(ours), rtol=1e-5, atol=1e-6)
         # The memory part is not among them: mempo's final advantage differs on the mem spans.
         self.assertTrue(any(any(m != 0 for m in r["memoryAdvantage"]) for r in self.records))
+
+    def test_excluded_rows_as_none_rewards_leave_the_groups_as_in_mempo(self):
+        """mempo normalises each group over its non-excluded trajectories (docs/algorithm.md §5) and
+        gives the excluded advantage 0; TRL does the same with a None reward, except for a group
+        left with one scored completion: TRL 0, mempo the score / (1 + eps)."""
+        import torch
+        ro, served = self.trl["rollout"], self.excluded_served
+        self.assertEqual(sorted(served), list(range(len(ro["score"]))))
+        kept = [i for i in range(len(ro["score"])) if i not in self.excluded_rows]
+        ours = peer_batch.node_json(GRPO_ROWS_JS, {"scores": [ro["score"][i] for i in kept],
+                                                   "groups": [ro["uid"][i] for i in kept], "eps": 1e-4})
+        mempo = {i: a for i, a in zip(kept, ours)}
+        theirs = dict(zip(served, self.excluded_advantages.tolist()))
+        for i in self.excluded_rows:
+            self.assertEqual(theirs[i], 0.0, f"excluded row {i}")
+        self.assertNotEqual(mempo[self.lone_row], 0.0)
+        self.assertAlmostEqual(mempo[self.lone_row], ro["score"][self.lone_row] / (1 + 1e-4), places=6)
+        self.assertEqual(theirs[self.lone_row], 0.0, "TRL: a group of one scored completion has no advantage")
+        rest = [i for i in kept if i != self.lone_row]
+        torch.testing.assert_close(torch.tensor([theirs[i] for i in rest]), torch.tensor([mempo[i] for i in rest]),
+                                   rtol=1e-5, atol=1e-6)
+        self.assertTrue(any(theirs[i] != self.generated["advantages"][self.served.index(i)] for i in rest),
+                        "the exclusion changed the advantages of its group")
 
     def test_the_step_ran(self):
         import math
