@@ -1,5 +1,5 @@
 /** Shared test utilities: a seeded RNG, closeness checks, running a call on both kernel backends. */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { accessSync, constants, existsSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { backend, setBackend, type Backend } from '../src/kernels/backend';
@@ -93,20 +93,29 @@ export function canMountTmpfs(dir: string, size: string, needs: string): boolean
   }
 }
 
-let torchPy: string | null | undefined;
-/** The first of /usr/bin/python3 (Debian torch 1.13, the suites' reference), python3 that imports torch (the learner's tests), or null; probed once, on first use. */
-export function torchPython(): string | null {
-  if (torchPy === undefined) torchPy = ['/usr/bin/python3', 'python3'].find((py) => spawnSyncQuiet(py, ['-c', 'import torch'])) ?? null;
-  return torchPy;
+let torchPys: { python: string; torch: string }[] | undefined;
+/**
+ * Every Python of /usr/bin/python3 (Debian's torch 1.13) and python3 (requirements.txt's torch 2.13) that
+ * imports torch, each interpreter once (python3 may be /usr/bin/python3), with its torch version; probed once.
+ */
+export function torchPythons(): { python: string; torch: string }[] {
+  if (torchPys === undefined) {
+    const seen = new Set<string>();
+    torchPys = [];
+    for (const python of ['/usr/bin/python3', 'python3']) {
+      const r = spawnSync(python, ['-c', 'import os, sys, torch; print(os.path.realpath(sys.executable)); print(torch.__version__)'], { encoding: 'utf8', timeout: 60_000 });
+      const [exe, version] = r.status === 0 ? r.stdout.trim().split('\n') : [];
+      if (!exe || !version || seen.has(exe)) continue;
+      seen.add(exe);
+      torchPys.push({ python, torch: version });
+    }
+  }
+  return torchPys;
 }
 
-function spawnSyncQuiet(cmd: string, args: string[]): boolean {
-  try {
-    execFileSync(cmd, args, { stdio: 'ignore', timeout: 60_000 });
-    return true;
-  } catch {
-    return false;
-  }
+/** The first of torchPythons() (/usr/bin/python3 where it has torch: the suites' reference), or null. */
+export function torchPython(): string | null {
+  return torchPythons()[0]?.python ?? null;
 }
 
 /**

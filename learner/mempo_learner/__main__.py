@@ -1,7 +1,7 @@
 """python -m mempo_learner --model DIR [--host 127.0.0.1] [--port 0] [--token T] [--seed S]
 [--device auto|cpu|cuda] [--dtype auto|fp32|bf16] [--threads N] [--parent-pid PID] [--log-requests]
 [--max-connections N] [--header-timeout S] [--body-timeout S] [--idle-timeout S]
-[--nproc N] [--collective-timeout S]
+[--nproc N] [--collective-timeout S] [--max-forward-tokens N] [--max-forward-samples N] [--max-graph-tokens N]
 
 Prints {"event": "listening", "url": ...} on stdout once it serves; logs to stderr. Several
 processes (dist.py): --nproc N spawns ranks 1..N-1 here, or a launcher starts every rank with
@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 
-from .limits import Limits
+from .limits import GRAPH_TOKENS, Limits, RequestLimits
 
 # deterministic cuBLAS needs this before CUDA starts (torch.use_deterministic_algorithms)
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
@@ -83,6 +83,14 @@ def parse(argv):
                     help="longest pause, in seconds, inside a request's body (408 after)")
     ap.add_argument("--idle-timeout", type=float, default=d.idle_timeout,
                     help="seconds a kept-alive connection may wait without a request, or leave its answer unread")
+    r = RequestLimits()
+    ap.add_argument("--max-forward-tokens", type=int, default=r.max_forward_tokens,
+                    help="most tokens (Σ lengths) in one /forward; more is 413")
+    ap.add_argument("--max-forward-samples", type=int, default=r.max_forward_samples,
+                    help="most samples in one /forward; more is 413")
+    ap.add_argument("--max-graph-tokens", type=int, default=None,
+                    help="most padded tokens a /forward with grad keeps until /backward; more is 413 "
+                         f"(default {GRAPH_TOKENS}, or the model's context where longer)")
     ap.add_argument("--nproc", type=int, default=1,
                     help="processes (ranks) on this host: one per device; rank 0 serves, the others are spawned here")
     ap.add_argument("--collective-timeout", type=float, default=600.0,
@@ -119,6 +127,11 @@ def parse(argv):
         if not (0 < v < 1e6):  # also NaN
             ap.error(f"--{k.replace('_', '-')} must be a positive number of seconds, received {v}")
     a.limits = Limits(a.max_connections, a.header_timeout, a.body_timeout, a.idle_timeout)
+    for k in ("max_forward_tokens", "max_forward_samples", "max_graph_tokens"):
+        v = getattr(a, k)
+        if v is not None and not 1 <= v <= 2 ** 31 - 1:  # frames index I32 arrays
+            ap.error(f"--{k.replace('_', '-')} must be in [1, {2 ** 31 - 1}], received {v}")
+    a.request_limits = RequestLimits(a.max_forward_tokens, a.max_forward_samples, a.max_graph_tokens)
     return a, ap
 
 
@@ -142,7 +155,8 @@ def main(argv=None) -> int:
     if device == "cuda" and a.nproc > torch.cuda.device_count():  # nccl takes one device per rank
         ap.error(f"--nproc {a.nproc}: torch sees {torch.cuda.device_count()} CUDA devices, one process per device")
     cfg = {"model": a.model, "seed": a.seed, "device": device, "dtype": dtype, "threads": a.threads,
-           "world": a.world, "timeout": a.collective_timeout}
+           "world": a.world, "timeout": a.collective_timeout,
+           "limits": [a.max_forward_tokens, a.max_forward_samples, a.max_graph_tokens]}
     if a.rank != 0:  # started by a launcher: no HTTP, rank 0's commands until it is gone
         from .dist import run_worker
         return run_worker(a.rank, dict(cfg, host=a.master[0], port=a.master[1], local_rank=a.local_rank))
@@ -154,10 +168,10 @@ def main(argv=None) -> int:
         if a.world > 1:
             group = start_group(a, cfg)
             from .dist import DistLearner
-            learner = DistLearner(a.model, group, device=device, dtype=dtype, seed=a.seed)
+            learner = DistLearner(a.model, group, device=device, dtype=dtype, seed=a.seed, limits=a.request_limits)
             group.join()
         else:
-            learner = Learner(a.model, device=device, dtype=dtype, seed=a.seed)
+            learner = Learner(a.model, device=device, dtype=dtype, seed=a.seed, limits=a.request_limits)
         server = LearnerServer((a.host, a.port), learner, a.token, log_requests=a.log_requests, limits=a.limits)
     except (OSError, ValueError, RuntimeError) as e:
         log(f"error: {e}")

@@ -39,6 +39,7 @@ import torch.distributed as dist
 from . import frame
 from .errors import LearnerError
 from .learner import Learner
+from .limits import RequestLimits
 
 START_TIMEOUT_S = 600.0  # importing torch and loading the model on every rank
 
@@ -365,7 +366,8 @@ def run_worker(rank: int, cfg: dict) -> int:
     g = None
     try:
         g = Group.connect(rank, cfg["world"], cfg["host"], cfg["port"], device, cfg["timeout"])
-        ln = DistLearner(cfg["model"], g, device=device, dtype=cfg["dtype"], seed=cfg["seed"])
+        ln = DistLearner(cfg["model"], g, device=device, dtype=cfg["dtype"], seed=cfg["seed"],
+                         limits=RequestLimits(*cfg["limits"]))  # rank 0's: every rank checks a forward alike
         g.join()
         return ln.serve_worker()
     except Exception as e:

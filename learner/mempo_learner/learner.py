@@ -12,11 +12,16 @@ import torch
 from .checkpoint import LEGACY_PICKLE, STATE_JSON, STATE_TENSORS, load_state, save_state
 from .errors import LearnerError, bad
 from .hf import HfModel, is_hf
+from .limits import RequestLimits
 from .manifest import ADDED_BY_MEMPO, LEARNER, write_manifest
 from .save_dir import check_path, write_dir
 from .tiny import TinyModel, is_tiny, manifest_name
 
 PROTOCOL = 1
+
+
+def too_large(message: str) -> LearnerError:
+    return LearnerError("bad_request", message, 413)
 
 
 def load_model(model_dir: str):
@@ -41,13 +46,14 @@ def _number(p: dict, key: str, lo: float, hi: float = math.inf, lo_open: bool = 
 
 class Learner:
     def __init__(self, model_dir: str, device: str = "cpu", dtype: str = "fp32", seed: int = 0,
-                 chunk_tokens: int = 16384):
+                 chunk_tokens: int = 16384, limits: RequestLimits = RequestLimits()):
         self.device = torch.device(device)
         self.dtype = dtype
         self.seed = seed
         self.chunk_tokens = chunk_tokens
         torch.manual_seed(seed)
         self.model = load_model(model_dir)
+        self.limits = limits.resolved(self.model.max_context)
         self.model.lm.to(self.device).train(False)  # no dropout in these models; eval semantics
         named = [(n, p) for n, p in self.model.lm.named_parameters() if p.requires_grad]
         self.param_names = [n for n, _ in named]
@@ -66,7 +72,10 @@ class Learner:
         return {"protocol": PROTOCOL, "learner": f"mempo_learner (torch, {self.model.kind})",
                 "model": self.model.model_dir, "parameters": sum(p.numel() for p in self.params),
                 "device": str(self.device), "dtype": self.dtype, "step": self.step, "torch": torch.__version__,
-                "processes": self.world}
+                "processes": self.world, "limits": {
+                    "max_forward_tokens": self.limits.max_forward_tokens,
+                    "max_forward_samples": self.limits.max_forward_samples,
+                    "max_graph_tokens": self.limits.max_graph_tokens}}
 
     def _policy(self, name: str):
         if name == "current":
@@ -113,6 +122,13 @@ class Learner:
                 raise bad(f"forward: the frame has no tensor {name}")
             if a.dtype != np.int32 or a.ndim != 1:
                 raise bad(f"forward: {name} must be I32 of rank 1, received {a.dtype} {list(a.shape)}")
+        lim = self.limits
+        if lengths.size > lim.max_forward_samples:
+            raise too_large(f"forward: {lengths.size} samples, over the limit of {lim.max_forward_samples} "
+                            "(max_forward_samples in /info, --max-forward-samples)")
+        if ids.size > lim.max_forward_tokens:
+            raise too_large(f"forward: {ids.size} tokens, over the limit of {lim.max_forward_tokens} "
+                            "(max_forward_tokens in /info, --max-forward-tokens)")
         if lengths.shape != starts.shape:
             raise bad(f"forward: lengths [{lengths.size}] and target_start [{starts.size}] differ in size")
         if int(lengths.astype(np.int64).sum()) != ids.size:
@@ -138,11 +154,24 @@ class Learner:
             raise bad(f"forward: policy must be \"current\" or \"reference\", received {policy!r}")
         if grad and policy != "current":
             raise bad("forward: grad is only for the current policy (the reference is frozen)")
+        if grad:  # what the graph kept until /backward costs, known from the lengths alone
+            kept = self.graph_tokens(lengths)
+            if kept > self.limits.max_graph_tokens:
+                raise too_large(f"forward: with grad, {lengths.size} samples of up to {int(lengths.max())} tokens "
+                                f"pad to {kept} tokens kept until backward, over the limit of "
+                                f"{self.limits.max_graph_tokens} (max_graph_tokens in /info, --max-graph-tokens); "
+                                "split the micro-batch")
+
+    def graph_tokens(self, lengths: np.ndarray) -> int:
+        """Padded tokens (rows × longest) summed over the chunks a forward runs in."""
+        return sum(len(c) * int(lengths[c[0]]) for c in self._chunks(lengths))
 
     def forward(self, ids, lengths, starts, policy: str = "current", grad: bool = False):
         """(forward_id, logp F32 [sum(lengths - starts)], tokens); with grad the graph is kept.
         With several ranks, logp holds this rank's samples and zeros elsewhere."""
         self.check_forward(ids, lengths, starts, policy, grad)
+        if grad:  # replaced by this one: its graph is freed before this one's is built
+            self.pending = None
         lm = self._policy(policy)
         begin = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
         out_at = np.concatenate([[0], np.cumsum(lengths - starts, dtype=np.int64)])
@@ -234,12 +263,60 @@ class Learner:
         if not math.isfinite(norm):
             self.opt.zero_grad(set_to_none=True)
             raise bad(f"optim_step: the accumulated gradient norm is {norm}; no step taken, gradients zeroed")
+        # a finite step can still overflow the weights (lr 1e308): the old weights and AdamW state are
+        # kept aside until the new ones are checked (twice the parameters' memory, for the step only)
+        kept = self._keep()
         for g in self.opt.param_groups:
             g.update(lr=lr, weight_decay=wd, betas=(b1, b2), eps=eps)
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
+        first = self.non_finite()
+        if first is not None:
+            self._restore(kept)
+            raise bad(f"optim_step: the step made weight {first} non-finite (lr {lr:g}); no step taken, the "
+                      "weights and optimizer state are as before, gradients zeroed")
         self.step += 1
         return norm
+
+    def _keep(self):
+        with torch.no_grad():
+            params = [p.detach().clone() for p in self.params]
+            state = {p: {k: (v.clone() if torch.is_tensor(v) else v) for k, v in st.items()}
+                     for p, st in self.opt.state.items()}
+        groups = [{k: v for k, v in g.items() if k != "params"} for g in self.opt.param_groups]
+        return params, state, groups
+
+    def _restore(self, kept) -> None:
+        params, state, groups = kept
+        with torch.no_grad():
+            for p, old in zip(self.params, params):
+                p.copy_(old)
+        self.opt.state.clear()  # a parameter's first step created state it did not have
+        self.opt.state.update(state)
+        for g, old in zip(self.opt.param_groups, groups):
+            g.update(old)
+
+    def non_finite(self) -> Optional[str]:
+        """The name of the first parameter holding a NaN or an infinity, else None."""
+        flags = torch.stack([torch.isfinite(p).all() for p in self.params]).cpu()
+        bad_at = torch.nonzero(~flags)
+        return self.param_names[int(bad_at[0])] if bad_at.numel() else None
+
+    def _check_dest(self, dest, what: str) -> None:
+        """Refuses, before anything is touched, the directories the learner reads from: its --model
+        directory (the tokenizer and graph it copies into every save) and the KL reference's."""
+        if not isinstance(dest, str) or not os.path.isabs(dest) or "\0" in dest:
+            return  # write_dir refuses it, naming the field
+        real = os.path.realpath(dest)
+        for role, d in (("the learner's --model directory", self.model.model_dir),
+                        ("the KL reference's directory", self.reference_dir)):
+            if real == os.path.realpath(d):
+                raise bad(f"{what}: {dest} is {role} ({d}), which the learner reads from; "
+                          "save elsewhere; nothing was changed")
+        first = self.non_finite()
+        if first is not None:
+            raise LearnerError("non_finite", f"{what}: weight {first} holds a value that is not finite; "
+                               "not saved", 409)
 
     def _save_dir(self, dest, what: str, write) -> str:
         """The model directory, what `write` adds, and a manifest of both that says the learner
@@ -255,9 +332,11 @@ class Learner:
         return write_dir(dest, what, fill)
 
     def save_weights(self, dest) -> str:
+        self._check_dest(dest, "save_weights")
         return self._save_dir(dest, "save_weights", lambda tmp: None)
 
     def save_checkpoint(self, dest) -> str:
+        self._check_dest(dest, "save_checkpoint")
         cuda = self.device if self.device.type == "cuda" else None
         return self._save_dir(dest, "save_checkpoint", lambda tmp: save_state(
             tmp, self.opt, self.param_names, step=self.step, seed=self.seed,
@@ -280,6 +359,14 @@ class Learner:
         odd = [n for n, m in kinds.items() if not (stat.S_ISREG(m) or stat.S_ISDIR(m))]
         if odd:
             raise bad(f"load_checkpoint: {os.path.join(src, sorted(odd)[0])} is not a regular file")
+        # the learner writes no links: one leading out of the directory would load (and then copy
+        # into every later save) a file the checkpoint does not hold
+        home = os.path.realpath(src)
+        for n in sorted(names):
+            p = os.path.join(src, n)
+            if os.path.islink(p) and os.path.commonpath([home, os.path.realpath(p)]) != home:
+                raise bad(f"load_checkpoint: {p} is a symbolic link to {os.path.realpath(p)}, outside the "
+                          "checkpoint directory")
         if isinstance(self.model, HfModel) and not any(n.endswith(".safetensors") and n != STATE_TENSORS for n in names):
             # transformers would fall back to pytorch_model.bin, a pickle
             raise bad(f"load_checkpoint: {src} has no model .safetensors; weights in a pickle are not loaded")

@@ -27,6 +27,7 @@ from .learner import Learner, LearnerError, bad
 from .limits import Limits
 
 MAX_BODY = 1 << 30  # 1 GiB: a forward of ~250M tokens; anything larger is refused with 413
+FRAME_HEAD_ROOM = 1 << 20  # a frame's length word, JSON header and parameters, beyond its arrays
 MAX_HEAD = 64 << 10  # request line and headers; more is 431
 MAX_HEADERS = 100
 READ_CHUNK = 1 << 20
@@ -337,9 +338,26 @@ class LearnerServer:
         if len(v.lstrip("0")) > len(str(MAX_BODY)) or int(v) > MAX_BODY:
             raise LearnerError("bad_request", f"a body of {v} bytes is over the {MAX_BODY}-byte limit", 413)
         n = int(v)
+        cap = self._frame_cap(path)
+        if cap is not None and n > cap[0]:
+            raise LearnerError("bad_request", f"{method} {path}: a body of {n} bytes is over the {cap[0]}-byte "
+                               f"limit that {cap[1]} imply (/info limits)", 413)
         if n and method == "GET":
             raise bad(f"{method} {path} takes no body, received Content-Length {n}")
         return n
+
+    def _frame_cap(self, path: str):
+        """(most bytes, the limits it comes from) of a /forward or /backward frame: 4-byte values
+        (ids, lengths, target_start; grad has at most one per token) and room for the header."""
+        lim = getattr(self.learner, "limits", None)
+        if lim is None:
+            return None
+        if path == "/forward":
+            return (FRAME_HEAD_ROOM + 4 * (lim.max_forward_tokens + 2 * lim.max_forward_samples),
+                    f"max_forward_tokens {lim.max_forward_tokens} and max_forward_samples {lim.max_forward_samples}")
+        if path == "/backward":
+            return FRAME_HEAD_ROOM + 4 * lim.max_forward_tokens, f"max_forward_tokens {lim.max_forward_tokens}"
+        return None
 
     async def _read_body(self, conn: _Conn, n: int) -> bytes:
         parts = [bytes(conn.buf[:n])]

@@ -13,9 +13,9 @@ import { DEFAULTS } from '../options';
 import { executeRun } from './run';
 import type { RunIO, RunSettings } from './run-settings';
 import { openCorpus } from './inputs';
-import { createRetrievalServer, listen, RETRIEVAL_SERVER_DEFAULTS } from '../servers/retrieval-server';
+import { createRetrievalServer, listen, RETRIEVAL_SERVER_DEFAULTS, RETRIEVER_GUARDED } from '../servers/retrieval-server';
 import { COMPLETIONS_SERVER_DEFAULTS } from '../servers/completions-server';
-import { SERVER_TOKEN_ENV } from '../servers/auth';
+import { checkToken, requireTokenOffLoopback, SERVER_TOKEN_ENV } from '../servers/auth';
 import { startServe } from './serve';
 import { exportCommand, exportFormatList } from './export';
 import { trainCommand } from './train-command';
@@ -150,18 +150,24 @@ export function buildProgram(io: RunIO, onDone: (code: number) => void): Command
     .option('--corpus <file>', 'JSONL corpus ({ id, title, contents, url? } or Search-R1 wiki-18 rows { id, contents } whose first line is the quoted title)', EMBEDDED.corpus())
     .option('--pages <file>', 'pages JSONL ({ url, title, contents }) served by POST /access { urls } → { result: [page | null] }')
     .option('--max-page-chars <n>', 'each page answered by /access cut to this many characters', int(1), RETRIEVAL_SERVER_DEFAULTS.maxPageChars)
-    .option('--host <host>', 'address to bind (loopback by default)', '127.0.0.1')
+    .option('--host <host>', 'address to bind (loopback by default; any other needs --token)', '127.0.0.1')
     .option('--port <n>', 'port (0: any free port)', int(0), 8000)
+    .option('--token <token>', `bearer token every request must carry (also ${SERVER_TOKEN_ENV}); required when --host is not a loopback address`)
     .option('--max-body <bytes>', 'largest request body accepted', int(1), RETRIEVAL_SERVER_DEFAULTS.maxBodyBytes)
     .option('--max-query-chars <n>', 'longest query accepted (400 past it; BM25 time grows with query length)', int(1), RETRIEVAL_SERVER_DEFAULTS.maxQueryChars)
     .exitOverride()
     .action(async (opts: Record<string, unknown>) => {
       const pages = (opts['pages'] as string | undefined) ?? null;
+      const host = opts['host'] as string;
+      const token = checkToken((opts['token'] as string | undefined) ?? process.env[SERVER_TOKEN_ENV], opts['token'] !== undefined ? '--token' : SERVER_TOKEN_ENV);
+      // Before the corpus is read: a refused bind should not wait for a large corpus to load.
+      await requireTokenOffLoopback(host, token !== undefined, RETRIEVER_GUARDED);
       const retriever = openCorpus(opts['corpus'] as string, pages);
-      const server = createRetrievalServer(retriever, { maxBodyBytes: opts['maxBody'] as number, maxQueryChars: opts['maxQueryChars'] as number, maxPageChars: opts['maxPageChars'] as number });
-      const url = await listen(server, opts['port'] as number, opts['host'] as string);
+      const server = createRetrievalServer(retriever, { maxBodyBytes: opts['maxBody'] as number, maxQueryChars: opts['maxQueryChars'] as number, maxPageChars: opts['maxPageChars'] as number, ...(token === undefined ? {} : { token }) });
+      const url = await listen(server, opts['port'] as number, host);
       const paged = retriever.pages === null ? '' : ` and ${retriever.pages.size} pages from ${pages!} (POST ${url.replace(/\/retrieve$/, '/access')})`;
-      io.stderr.write(`mempo serve-retriever: ${retriever.size} documents from ${opts['corpus'] as string}${paged}, listening on ${url}\n`);
+      const auth = token === undefined ? '' : '; every request needs Authorization: Bearer <token>';
+      io.stderr.write(`mempo serve-retriever: ${retriever.size} documents from ${opts['corpus'] as string}${paged}, listening on ${url}${auth}\n`);
       await closeOnSignal(server);
       onDone(0);
     });
@@ -212,7 +218,7 @@ export async function main(argv: readonly string[], io: RunIO = { stdout: proces
     }
     if (err instanceof MempoError) {
       io.stderr.write(`error: ${err.message}\n`);
-      return err.code === 'ERR_INVALID_OPTION' || err.code === 'ERR_INVALID_INPUT' ? 2 : 1;
+      return err.code === 'ERR_INVALID_OPTION' || err.code === 'ERR_INVALID_INPUT' || err.code === 'ERR_INPUT_FILE' ? 2 : 1;
     }
     const e = err as Error & { code?: string };
     io.stderr.write(`error: ${e.code ? `[${e.code}] ` : ''}${e.message}\n`);

@@ -17,6 +17,7 @@ import { summarize } from '../pipeline/summary';
 import { evalReport } from '../pipeline/eval-report';
 import { MempoError } from '../errors';
 import { HttpRetriever } from '../retrieval/http-retriever';
+import { checkToken, SERVER_TOKEN_ENV } from '../servers/auth';
 import type { Retriever } from '../contracts';
 import { EMBEDDED } from '../paths';
 import { progressBars } from './progress';
@@ -114,7 +115,9 @@ export async function openRetriever(s: RunSettings): Promise<Retriever> {
     if (pages !== null) {
       throw new MempoError('ERR_INVALID_OPTION', '--pages gives the local corpus its pages; with --retriever the server answers /access itself (mempo serve-retriever --pages FILE)');
     }
-    const r = new HttpRetriever(s.retriever, { timeoutMs: s.options.tool.timeoutMs, retries: s.options.tool.retries, backoffMs: s.options.tool.backoffMs });
+    // mempo serve-retriever's token, when it has one: MEMPO_SERVE_TOKEN, as the inference-server client sends it.
+    const token = checkToken(process.env[SERVER_TOKEN_ENV], SERVER_TOKEN_ENV);
+    const r = new HttpRetriever(s.retriever, { timeoutMs: s.options.tool.timeoutMs, retries: s.options.tool.retries, backoffMs: s.options.tool.backoffMs, ...(token === undefined ? {} : { token }) });
     if (await r.hasPages()) s.options.tool.access = true;
     return r;
   }

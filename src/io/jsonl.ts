@@ -1,8 +1,10 @@
 /**
  * JSONL input with per-line validation: a malformed line is rejected with the file, the line
- * number and the field named ("questions.jsonl:12: field "golds": ...").
+ * number and the field named ("questions.jsonl:12: field "golds": ..."). Every input file
+ * (--questions, --corpus, --pages) is read by `readInputFile`: regular files only, size-capped,
+ * strict UTF-8.
  */
-import { readFileSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readSync, type Stats } from 'node:fs';
 import type { z } from 'zod';
 import { MempoError } from '../errors';
 
@@ -46,25 +48,55 @@ export function parseJsonlLines<S extends z.ZodType>(text: string, schema: S, fi
   return out;
 }
 
-export interface ReadJsonlOptions {
-  /** Bytes that are not UTF-8 are an error naming the line (else each becomes U+FFFD). */
-  strictUtf8?: boolean;
+/** Largest input file read (--questions, --corpus, --pages): 500 MiB, under V8's longest string (2^29 - 24 characters). */
+export const MAX_INPUT_FILE_BYTES = 500 * (1 << 20);
+
+/** Reads and validates a JSONL file (readInputFile's rules); a missing or unreadable file is an error naming it. */
+export function readJsonl<S extends z.ZodType>(file: string, schema: S, what = 'input file'): Array<z.output<S>> {
+  return readJsonlLines(file, schema, what).map((l) => l.value);
 }
 
-/** Reads and validates a JSONL file; a missing or unreadable file is an error naming it. */
-export function readJsonl<S extends z.ZodType>(file: string, schema: S, options: ReadJsonlOptions = {}): Array<z.output<S>> {
-  return readJsonlLines(file, schema, options).map((l) => l.value);
+function kindOf(st: Stats): string {
+  if (st.isDirectory()) return 'a directory';
+  if (st.isFIFO()) return 'a FIFO (named pipe)';
+  if (st.isCharacterDevice() || st.isBlockDevice()) return 'a device';
+  if (st.isSocket()) return 'a socket';
+  return 'not a regular file';
 }
 
-/** The text of a UTF-8 file; with `strict`, invalid bytes are an error naming the line and byte. */
-export function readUtf8(file: string, strict: boolean): string {
+/**
+ * The text of the input file `path` (`what` names it in errors: "pages file", "corpus", ...), as
+ * `mempo serve` reads model.onnx: opened with O_NONBLOCK and checked with fstat on the descriptor
+ * before a byte is read, so a FIFO neither blocks the open (a rollout would then ignore Ctrl-C)
+ * nor is read, a device (a symlink to /dev/zero) or a directory is refused at once, and a file
+ * over `maxBytes` is refused by its size. Bytes that are not UTF-8 are an error naming the line
+ * and byte (never replaced). Every error is ERR_INPUT_FILE naming the file.
+ */
+export function readInputFile(path: string, what: string, maxBytes = MAX_INPUT_FILE_BYTES): string {
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | (constants.O_NONBLOCK ?? 0));
+  } catch (err) {
+    throw new MempoError('ERR_INPUT_FILE', `Cannot read ${path}: ${(err as Error).message}`);
+  }
   let bytes: Buffer;
   try {
-    bytes = readFileSync(file);
+    const st = fstatSync(fd);
+    if (!st.isFile()) throw new MempoError('ERR_INPUT_FILE', `Cannot read ${path}: the ${what} is ${kindOf(st)}, not a regular file`);
+    if (st.size > maxBytes) throw new MempoError('ERR_INPUT_FILE', `Cannot read ${path}: the ${what} has ${st.size} bytes, more than the ${maxBytes} an input file may have`);
+    bytes = Buffer.allocUnsafe(st.size);
+    let got = 0;
+    for (let n; got < st.size && (n = readSync(fd, bytes, got, st.size - got, got)) > 0; ) got += n;
+    // Grown or shrunk while read: refused rather than cut or padded with stale bytes.
+    if (got !== st.size || readSync(fd, Buffer.alloc(1), 0, 1, got) !== 0) {
+      throw new MempoError('ERR_INPUT_FILE', `Cannot read ${path}: the ${what} changed size while it was read (${st.size} bytes at open)`);
+    }
   } catch (err) {
-    throw new MempoError('ERR_INPUT_FILE', `Cannot read ${file}: ${(err as Error).message}`);
+    if (err instanceof MempoError) throw err;
+    throw new MempoError('ERR_INPUT_FILE', `Cannot read ${path}: ${(err as Error).message}`);
+  } finally {
+    closeSync(fd);
   }
-  if (!strict) return bytes.toString('utf8');
   try {
     return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
   } catch {
@@ -72,7 +104,7 @@ export function readUtf8(file: string, strict: boolean): string {
     const lineStart = at === 0 ? 0 : bytes.lastIndexOf(0x0a, at - 1) + 1;
     let line = 1;
     for (let i = bytes.indexOf(0x0a); i >= 0 && i < at; i = bytes.indexOf(0x0a, i + 1)) line++;
-    throw new MempoError('ERR_INVALID_INPUT', `${file}:${line}: not valid UTF-8 (byte ${at - lineStart + 1} of the line is 0x${bytes[at]!.toString(16).padStart(2, '0')})`);
+    throw new MempoError('ERR_INPUT_FILE', `${path}:${line}: not valid UTF-8 (byte ${at - lineStart + 1} of the line is 0x${bytes[at]!.toString(16).padStart(2, '0')})`);
   }
 }
 
@@ -93,6 +125,6 @@ export function firstInvalidUtf8(b: Uint8Array): number {
 }
 
 /** Like readJsonl, with the 1-based line number of each value. */
-export function readJsonlLines<S extends z.ZodType>(file: string, schema: S, options: ReadJsonlOptions = {}): Array<{ line: number; value: z.output<S> }> {
-  return parseJsonlLines(readUtf8(file, options.strictUtf8 === true), schema, file);
+export function readJsonlLines<S extends z.ZodType>(file: string, schema: S, what = 'input file'): Array<{ line: number; value: z.output<S> }> {
+  return parseJsonlLines(readInputFile(file, what), schema, file);
 }

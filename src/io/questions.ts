@@ -49,7 +49,7 @@ export function checkQuestions(items: readonly unknown[], where = 'questions'): 
 
 /** Reads a questions JSONL file; a malformed line (or bytes that are not UTF-8) is an error naming the file, line and field. */
 export function readQuestions(file: string): Question[] {
-  const lines = readJsonlLines(file, questionSchema, { strictUtf8: true });
+  const lines = readJsonlLines(file, questionSchema, 'questions file');
   const seen = new Map<string, number>();
   for (const { line, value } of lines) {
     const prev = seen.get(value.id);

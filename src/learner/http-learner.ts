@@ -7,7 +7,7 @@ import type { Learner, LearnerForwardOptions, LearnerInfo, LearnerSample, OptimP
 import { MempoError } from '../errors';
 import { decodeFrame, encodeFrame, FRAME_CONTENT_TYPE } from './frame';
 import { float32, int32 } from '../io/export-tensor';
-import { checkInfo, checkNumber, flattenSamples } from './samples';
+import { checkInfo, checkLimits, checkNumber, flattenSamples, splitToLimits, type RequestLimits } from './samples';
 
 export interface HttpLearnerOptions {
   /** Bearer token (also MEMPO_LEARNER_TOKEN). */
@@ -32,9 +32,16 @@ export class HttpLearner implements Learner {
   private readonly agent = new http.Agent({ keepAlive: false, maxSockets: 1 });
   private failure: MempoError | null = null;
   private readonly inFlight = new Set<http.ClientRequest>();
-  private lastForward: { id: number; lengths: number[] } | null = null;
+  /**
+   * The last forward with grad: the learner's pending forward, or (`pieces`) a batch over the
+   * learner's graph limit, whose log-probs came from forwards without grad: backward runs forward
+   * with grad and backward piece by piece, so the learner never holds more than one piece's graph.
+   */
+  private lastForward: { id: number; lengths: number[]; pieces?: LearnerSample[][] } | null = null;
   /** The learner's context once `info()` has reported it: longer samples are refused before sending. */
   private maxContext: number | undefined;
+  /** What one /forward may hold, once `info()` has reported it: batches are split to fit. */
+  private limits: RequestLimits | undefined;
 
   constructor(url: string, private readonly options: HttpLearnerOptions = {}) {
     let u: URL;
@@ -98,15 +105,32 @@ export class HttpLearner implements Learner {
   }
 
   async info(): Promise<LearnerInfo> {
-    const info = checkInfo(await this.json('GET', '/info'), this.name);
+    const j = await this.json('GET', '/info');
+    const info = checkInfo(j, this.name);
+    this.limits = checkLimits(j, this.name);
     this.maxContext = info.maxContext;
     return info;
   }
 
   async forward(samples: readonly LearnerSample[], options: LearnerForwardOptions = {}): Promise<Float32Array[]> {
-    const flat = flattenSamples(samples, this.maxContext);
     const grad = options.grad === true;
-    const body = encodeFrame({ policy: options.policy ?? 'current', grad }, [
+    const policy = options.policy ?? 'current';
+    flattenSamples(samples, this.maxContext); // every sample checked before anything is sent
+    const limits = this.limits;
+    if (limits === undefined) return this.forwardOnce(samples, policy, grad);
+    if (grad && policy !== 'current') throw new MempoError('ERR_INVALID_ARGUMENT', `forward with grad is only for the current policy (${this.name})`);
+    const pieces = splitToLimits(samples, limits, grad);
+    if (pieces.length === 1) return this.forwardOnce(samples, policy, grad);
+    const out: Float32Array[] = [];
+    for (const piece of pieces) out.push(...(await this.forwardOnce(piece, policy, false)));
+    // copies: the caller may reuse its arrays before backward
+    if (grad) this.lastForward = { id: 0, lengths: out.map((a) => a.length), pieces: pieces.map((p) => p.map((s) => ({ ids: Array.from(s.ids), targetStart: s.targetStart }))) };
+    return out;
+  }
+
+  private async forwardOnce(samples: readonly LearnerSample[], policy: 'current' | 'reference', grad: boolean): Promise<Float32Array[]> {
+    const flat = flattenSamples(samples, this.maxContext);
+    const body = encodeFrame({ policy, grad }, [
       ['ids', int32([flat.ids.length], flat.ids)],
       ['lengths', int32([flat.lengths.length], flat.lengths)],
       ['target_start', int32([flat.targetStart.length], flat.targetStart)],
@@ -138,15 +162,27 @@ export class HttpLearner implements Learner {
     if (grads.length !== last.lengths.length || grads.some((g, i) => g.length !== last.lengths[i])) {
       throw new MempoError('ERR_INVALID_ARGUMENT', `Expected one gradient per sample of the last forward (${last.lengths.length} samples, lengths ${last.lengths.slice(0, 4).join(', ')}…) for backward`);
     }
-    const total = last.lengths.reduce((a, b) => a + b, 0);
+    this.lastForward = null;
+    if (last.pieces === undefined) return this.backwardOnce(last.id, grads);
+    let at = 0;
+    for (const piece of last.pieces) {
+      await this.forwardOnce(piece, 'current', true);
+      const id = this.lastForward!.id;
+      this.lastForward = null;
+      await this.backwardOnce(id, grads.slice(at, at + piece.length));
+      at += piece.length;
+    }
+  }
+
+  private async backwardOnce(id: number, grads: readonly Float32Array[]): Promise<void> {
+    const total = grads.reduce((a, g) => a + g.length, 0);
     const flat = new Float32Array(total);
     let at = 0;
     for (const g of grads) {
       flat.set(g, at);
       at += g.length;
     }
-    this.lastForward = null;
-    await this.request('POST', '/backward', encodeFrame({ forward_id: last.id }, [['grad', float32([total], flat)]]), FRAME_CONTENT_TYPE);
+    await this.request('POST', '/backward', encodeFrame({ forward_id: id }, [['grad', float32([total], flat)]]), FRAME_CONTENT_TYPE);
   }
 
   async optimStep(p: OptimParams): Promise<{ gradNorm: number; step: number }> {

@@ -65,3 +65,57 @@ export function checkInfo(j: Record<string, unknown>, name: string): LearnerInfo
   }
   return info;
 }
+
+/** What one /forward may hold (the learner's /info `limits`; docs/learner.md, "Limits of a request"). */
+export interface RequestLimits {
+  maxForwardTokens: number;
+  maxForwardSamples: number;
+  /** Padded tokens (rows × longest) a forward with grad keeps until backward. */
+  maxGraphTokens: number;
+}
+
+/** The `limits` of an /info answer, or undefined for a learner that announces none. */
+export function checkLimits(j: Record<string, unknown>, name: string): RequestLimits | undefined {
+  const l = j['limits'];
+  if (l === undefined || l === null) return undefined;
+  const what = `${name} GET /info: limits`;
+  if (typeof l !== 'object' || Array.isArray(l)) throw new MempoError('ERR_LEARNER', `${what}: expected an object, received ${JSON.stringify(l)}`);
+  const o = l as Record<string, unknown>;
+  const size = (k: string) => {
+    const v = o[k];
+    if (!Number.isInteger(v) || (v as number) < 1) throw new MempoError('ERR_LEARNER', `${what}.${k}: expected a positive integer, received ${JSON.stringify(v)}`);
+    return v as number;
+  };
+  return { maxForwardTokens: size('max_forward_tokens'), maxForwardSamples: size('max_forward_samples'), maxGraphTokens: size('max_graph_tokens') };
+}
+
+/**
+ * Consecutive groups of samples each within the learner's limits: at most `maxForwardSamples`
+ * samples and `maxForwardTokens` ids, and with `grad` at most `maxGraphTokens` padded tokens,
+ * counted as rows × longest (the learner's own chunks pad no more). A sample that fits in no group
+ * is an error naming it and the limit.
+ */
+export function splitToLimits<T extends { ids: ArrayLike<number> }>(samples: readonly T[], limits: RequestLimits, grad: boolean): T[][] {
+  const out: T[][] = [];
+  let cur: T[] = [];
+  let tokens = 0;
+  let longest = 0;
+  samples.forEach((s, i) => {
+    const n = s.ids.length;
+    if (n > limits.maxForwardTokens || (grad && n > limits.maxGraphTokens)) {
+      const [limit, name] = grad && limits.maxGraphTokens < limits.maxForwardTokens ? [limits.maxGraphTokens, 'max_graph_tokens'] : [limits.maxForwardTokens, 'max_forward_tokens'];
+      throw new MempoError('ERR_INVALID_ARGUMENT', `Expected at most ${limit} ids (the learner's ${name}) for sample ${i} but received ${n}`);
+    }
+    const top = Math.max(longest, n);
+    if (cur.length > 0 && (cur.length + 1 > limits.maxForwardSamples || tokens + n > limits.maxForwardTokens || (grad && top * (cur.length + 1) > limits.maxGraphTokens))) {
+      out.push(cur);
+      cur = [];
+      tokens = 0;
+    }
+    cur.push(s);
+    tokens += n;
+    longest = cur.length === 1 ? n : Math.max(longest, n);
+  });
+  if (cur.length > 0) out.push(cur);
+  return out;
+}

@@ -9,7 +9,7 @@ import type { MemoryOptions } from '../options';
 
 /** Per snapshot, its memory reward and the two probabilities, from its full- and memory-context log-probs. */
 export function snapshotMemoryRewards(
-  snapshots: readonly Snapshot[],
+  snapshots: ReadonlyArray<Pick<Snapshot, 'targetIds' | 'ansMask'>>,
   full: readonly Float32Array[],
   memory: readonly Float32Array[],
   options: MemoryOptions,

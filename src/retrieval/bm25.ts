@@ -66,7 +66,7 @@ export class Bm25Retriever implements Retriever {
 
   /** Loads and validates a JSONL corpus (`{ id, title, contents }` per line), with `pages` the page tool. */
   static fromJsonl(file: string, options: Bm25Options = {}, pages: PageStore | null = null): Bm25Retriever {
-    const lines = readJsonlLines(file, corpusLineSchema);
+    const lines = readJsonlLines(file, corpusLineSchema, 'corpus');
     const seen = new Map<string, number>();
     for (const { line, value } of lines) {
       const prev = seen.get(value.id);

@@ -8,11 +8,15 @@
  * `{ result: [page | null] }` (a page: `{ contents, url?, title? }`), one per URL.
  * Each request has a timeout; network errors, timeouts and 5xx answers are retried with
  * exponential backoff; when the server stays down the error says so and how to fix it.
+ * With a token, every request carries `Authorization: Bearer <token>` (`mempo serve-retriever
+ * --token`). `access` asks for each URL once, and halves a request the server finds too large
+ * to answer (413, `mempo serve-retriever`'s maxAnswerBytes).
  */
 import { z } from 'zod';
 import { DEFAULTS } from '../options';
 import { isHttpUrl } from '../validate';
 import { MempoError } from '../errors';
+import { SERVER_TOKEN_ENV } from '../engines/http/options';
 import { zodMessage } from '../io/jsonl';
 import type { Page, RetrievedDoc, Retriever } from '../contracts';
 import { splitTitle } from './observation';
@@ -24,6 +28,8 @@ export interface HttpRetrieverOptions {
   retries?: number;
   /** Wait before the first retry in ms, doubled each time (default 250). */
   backoffMs?: number;
+  /** Bearer token sent with every request (default: none). */
+  token?: string;
 }
 
 const documentSchema = z.object({ contents: z.string(), title: z.string().optional(), id: z.union([z.string(), z.number()]).nullish(), url: z.string().nullish() }).passthrough();
@@ -36,6 +42,9 @@ const pageSchema = z.object({ contents: z.string(), url: z.string().nullish(), t
 const accessSchema = z.object({ result: z.array(pageSchema.nullable()) }).passthrough();
 
 class RetryableError extends Error {}
+
+/** A 413: the request (or its answer) is too large for the server. */
+class TooLargeError extends MempoError {}
 
 function toDoc(hit: z.output<typeof hitSchema>): RetrievedDoc {
   const doc = 'document' in hit ? (hit.document as z.output<typeof documentSchema>) : (hit as z.output<typeof documentSchema>);
@@ -68,7 +77,10 @@ export class HttpRetriever implements Retriever {
     this.timeoutMs = options.timeoutMs ?? DEFAULTS.retriever.timeoutMs;
     this.retries = options.retries ?? DEFAULTS.retriever.retries;
     this.backoffMs = options.backoffMs ?? DEFAULTS.retriever.backoffMs;
+    this.token = options.token === '' ? undefined : options.token;
   }
+
+  private readonly token: string | undefined;
 
   async search(queries: readonly string[], topk: number): Promise<RetrievedDoc[][]> {
     if (queries.length === 0) return [];
@@ -86,9 +98,30 @@ export class HttpRetriever implements Retriever {
     });
   }
 
-  /** The page tool: ASearcher's `POST /access`, one page (or null) per URL. */
+  /**
+   * The page tool: ASearcher's `POST /access`, one page (or null) per URL. A URL asked for by
+   * several trajectories is requested once (mempo serve-retriever refuses repeats); an answer
+   * too large for the server (413) is asked for in halves, down to one URL.
+   */
   async access(urls: readonly string[]): Promise<Array<Page | null>> {
     if (urls.length === 0) return [];
+    const distinct = [...new Set(urls)];
+    const pages = await this.accessDistinct(distinct);
+    const byUrl = new Map(distinct.map((u, i) => [u, pages[i]!]));
+    return urls.map((u) => byUrl.get(u)!);
+  }
+
+  private async accessDistinct(urls: readonly string[]): Promise<Array<Page | null>> {
+    try {
+      return await this.accessOnce(urls);
+    } catch (err) {
+      if (!(err instanceof TooLargeError) || urls.length === 1) throw err;
+      const half = Math.ceil(urls.length / 2);
+      return [...(await this.accessDistinct(urls.slice(0, half))), ...(await this.accessDistinct(urls.slice(half)))];
+    }
+  }
+
+  private async accessOnce(urls: readonly string[]): Promise<Array<Page | null>> {
     const body = JSON.stringify({ urls });
     return this.withRetries(this.accessUrl, async () => {
       const json = await this.once(this.accessUrl, body);
@@ -141,7 +174,9 @@ export class HttpRetriever implements Retriever {
     let res: Response;
     let text: string;
     try {
-      res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body, signal: ctrl.signal });
+      const headers: Record<string, string> = { 'content-type': 'application/json' };
+      if (this.token !== undefined) headers['authorization'] = `Bearer ${this.token}`;
+      res = await fetch(url, { method: 'POST', headers, body, signal: ctrl.signal });
       text = await res.text();
     } catch (err) {
       const e = err as Error & { cause?: { code?: string; message?: string } };
@@ -151,6 +186,11 @@ export class HttpRetriever implements Retriever {
       clearTimeout(timer);
     }
     if (res.status >= 500 || res.status === 429) throw new RetryableError(`HTTP ${res.status} ${clip(text)}`);
+    if (res.status === 413) throw new TooLargeError('ERR_RETRIEVER_RESPONSE', `The retrieval server at ${url} answered HTTP 413: ${clip(text)}`);
+    if (res.status === 401) {
+      const hint = this.token === undefined ? `; set ${SERVER_TOKEN_ENV} to the token the server was started with` : `; check ${SERVER_TOKEN_ENV}`;
+      throw new MempoError('ERR_RETRIEVER_RESPONSE', `The retrieval server at ${url} answered HTTP 401: ${clip(text)}${hint}`);
+    }
     if (!res.ok) {
       throw new MempoError('ERR_RETRIEVER_RESPONSE', `The retrieval server at ${url} answered HTTP ${res.status}: ${clip(text)}`);
     }

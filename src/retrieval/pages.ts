@@ -36,7 +36,7 @@ export class PageStore {
 
   /** Loads and validates a pages JSONL file; a repeated url is an error naming both lines. */
   static fromJsonl(file: string): PageStore {
-    const lines = readJsonlLines(file, pageLineSchema);
+    const lines = readJsonlLines(file, pageLineSchema, 'pages file');
     const seen = new Map<string, number>();
     for (const { line, value } of lines) {
       const prev = seen.get(value.url);

@@ -44,16 +44,17 @@ export function checkToken(token: string | undefined, where: string): string | u
 /**
  * Refuses a bind to `host` without a token unless every address it names is a loopback one
  * (0.0.0.0 and :: are every interface): anyone who reaches the port could otherwise generate,
- * and swap the weights through POST /update_weights_from_disk.
+ * and swap the weights through POST /update_weights_from_disk (`mempo serve`), or read the corpus
+ * and pages (`mempo serve-retriever`); `guarded` says what the token guards.
  */
-export async function requireTokenOffLoopback(host: string, hasToken: boolean): Promise<void> {
+export async function requireTokenOffLoopback(host: string, hasToken: boolean, guarded = 'generate or load weights (POST /update_weights_from_disk)'): Promise<void> {
   if (hasToken) return;
   const off = (await addressesOf(host)).filter((a) => !isLoopbackAddress(a));
   if (off.length === 0) return;
   throw new MempoError(
     'ERR_INVALID_OPTION',
     `--host ${host} is not a loopback address (${off.join(', ')}): give --token (or ${SERVER_TOKEN_ENV}), so that only clients sending ` +
-      "'Authorization: Bearer <token>' can generate or load weights (POST /update_weights_from_disk)",
+      `'Authorization: Bearer <token>' can ${guarded}`,
   );
 }
 

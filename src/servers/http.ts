@@ -1,9 +1,11 @@
 /**
  * Pieces shared by mempo's HTTP servers (`mempo serve`, `mempo serve-retriever`):
  * a status-carrying request error, a size-limited body reader, JSON-object parsing with the
- * servers' wording, and listening that resolves to the bound base URL.
+ * servers' wording, listening that resolves to the bound base URL, and the connection limits of
+ * the learner's server (learner/mempo_learner/limits.py) for the servers that take them.
  */
 import type * as http from 'node:http';
+import type { Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 
 /** A request the server refuses: `status` is the HTTP status, the message names the field. */
@@ -63,4 +65,31 @@ export function listenOn(server: http.Server, port: number, host: string): Promi
       resolve(`http://${h}:${a.port}`);
     });
   });
+}
+
+/**
+ * What one connection may cost, as the learner's server has it (learner/mempo_learner/limits.py):
+ * a request's line and headers within 10 s, the whole request (headers and body) within 10 s,
+ * at most 256 connections open at once, and a connection with no traffic either way for 60 s
+ * (kept alive without a request, or an answer its client stopped reading) is closed. Node's
+ * defaults were 60 s, 300 s, no cap and no idle limit: a trickling client held a connection for
+ * minutes, and enough of them held every file descriptor.
+ */
+export const CONNECTION_LIMITS = { headersTimeoutMs: 10_000, requestTimeoutMs: 10_000, maxConnections: 256, idleTimeoutMs: 60_000 } as const;
+
+/** `http.createServer` options with CONNECTION_LIMITS' timeouts, checked every second (Node checks every 30 s by default, so a 10 s limit could take 40). */
+export function limitedServerOptions(): http.ServerOptions {
+  return { headersTimeout: CONNECTION_LIMITS.headersTimeoutMs, requestTimeout: CONNECTION_LIMITS.requestTimeoutMs, connectionsCheckingInterval: 1_000 };
+}
+
+/**
+ * At most `max` connections open at once: Node closes each one past it as it is accepted (the
+ * learner instead closes its longest-idle one; here an idle one goes within the idle limit). A
+ * connection without traffic for CONNECTION_LIMITS.idleTimeoutMs is destroyed, which also frees
+ * an answer its client stopped reading.
+ */
+export function capConnections(server: http.Server, max: number = CONNECTION_LIMITS.maxConnections): http.Server {
+  server.maxConnections = max;
+  server.setTimeout(CONNECTION_LIMITS.idleTimeoutMs, (socket: Socket) => socket.destroy());
+  return server;
 }

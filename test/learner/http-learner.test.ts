@@ -143,4 +143,88 @@ describe('HttpLearner against misbehaving learners', () => {
     await expect(l.forward([{ ids: [1, 2], targetStart: 2 }])).rejects.toThrow('Expected 1 ≤ targetStart < ids.length for sample 0 but received targetStart 2 with 2 ids');
     await expect(l.forward([{ ids: [1, -2], targetStart: 1 }])).rejects.toThrow('Expected token ids for sample 0 but ids[1] is -2');
   });
+
+  it('splits a batch to the limits /info announces; over the graph limit, backward runs forward with grad and backward piece by piece', async () => {
+    const limits = { max_forward_tokens: 10, max_forward_samples: 3, max_graph_tokens: 8 };
+    const calls: string[] = [];
+    let nextId = 1;
+    let pending: { id: number; n: number } | null = null;
+    const grads: number[][] = [];
+    // a learner that enforces its limits as the torch learner does (413), and answers logp = -(index of the id)
+    const f = await fakeLearner((req, body, res) => {
+      if (req.url === '/info') {
+        res.end(JSON.stringify({ protocol: 1, learner: 'fake', model: 'm', parameters: 1, device: 'cpu', dtype: 'fp32', step: 0, limits }));
+        return;
+      }
+      const fr = decodeFrame(new Uint8Array(body), 'request');
+      if (req.url === '/backward') {
+        const g = Array.from(fr.tensors.get('grad')!);
+        calls.push(`backward ${fr.params['forward_id']} [${g.length}]`);
+        if (pending === null || pending.id !== fr.params['forward_id'] || pending.n !== g.length) {
+          res.statusCode = 409;
+          res.end(JSON.stringify({ error: { code: 'stale_forward', message: 'not pending' } }));
+          return;
+        }
+        grads.push(g);
+        pending = null;
+        res.end(JSON.stringify({ tokens: 0, ms: 0 }));
+        return;
+      }
+      const ids = Array.from(fr.tensors.get('ids')!);
+      const lengths = Array.from(fr.tensors.get('lengths')!);
+      const starts = Array.from(fr.tensors.get('target_start')!);
+      const grad = fr.params['grad'] === true;
+      calls.push(`forward ${grad ? 'grad' : 'nograd'} [${lengths.join(',')}]`);
+      const padded = lengths.length * Math.max(...lengths);
+      if (lengths.length > limits.max_forward_samples || ids.length > limits.max_forward_tokens || (grad && padded > limits.max_graph_tokens)) {
+        res.statusCode = 413;
+        res.end(JSON.stringify({ error: { code: 'bad_request', message: 'over a limit' } }));
+        return;
+      }
+      const logp: number[] = [];
+      let at = 0;
+      lengths.forEach((n, i) => {
+        for (let k = starts[i]!; k < n; k++) logp.push(-ids[at + k]!);
+        at += n;
+      });
+      const id = nextId++;
+      if (grad) pending = { id, n: logp.length };
+      res.end(encodeFrame({ forward_id: id, tokens: ids.length }, [['logp', float32([logp.length], logp)]]));
+    });
+    try {
+      const l = new HttpLearner(f.url);
+      const batch = [
+        { ids: [1, 2, 3, 4], targetStart: 1 }, { ids: [5, 6], targetStart: 1 }, { ids: [7, 8, 9], targetStart: 2 },
+        { ids: [10, 11], targetStart: 1 }, { ids: [12, 13, 14, 15, 16], targetStart: 3 },
+      ];
+      const want = [[-2, -3, -4], [-6], [-9], [-11], [-15, -16]];
+      // before info() the limits are unknown: one request, which this learner refuses
+      await expect(l.forward(batch)).rejects.toThrow('HTTP 413');
+      await l.info();
+      calls.length = 0;
+      // without grad: ≤ 3 samples and ≤ 10 ids a request
+      expect((await l.forward(batch, { policy: 'reference' })).map((a) => Array.from(a))).toEqual(want);
+      expect(calls).toEqual(['forward nograd [4,2,3]', 'forward nograd [2,5]']);
+      calls.length = 0;
+      // with grad: ≤ 8 padded tokens a request (rows × longest)
+      expect((await l.forward(batch, { grad: true })).map((a) => Array.from(a))).toEqual(want);
+      expect(calls).toEqual(['forward nograd [4,2]', 'forward nograd [3,2]', 'forward nograd [5]']);
+      calls.length = 0;
+      await l.backward(want.map((w, i) => Float32Array.from(w, (_, k) => 10 * i + k)));
+      expect(calls).toEqual(['forward grad [4,2]', 'backward 6 [4]', 'forward grad [3,2]', 'backward 7 [2]', 'forward grad [5]', 'backward 8 [2]']);
+      expect(grads).toEqual([[0, 1, 2, 10], [20, 30], [40, 41]]);
+      await expect(l.backward([])).rejects.toThrow('backward needs a forward({ grad: true }) before it');
+      // a batch within every limit keeps the one forward with grad
+      calls.length = 0;
+      await l.forward(batch.slice(1, 3), { grad: true });
+      await l.backward([Float32Array.of(1), Float32Array.of(2)]);
+      expect(calls).toEqual(['forward grad [2,3]', 'backward 9 [2]']);
+      // a sample no request can hold is named before anything is sent
+      calls.length = 0;
+      await expect(l.forward([{ ids: [1, 2, 3, 4, 5, 6, 7, 8, 9], targetStart: 1 }], { grad: true })).rejects.toThrow("Expected at most 8 ids (the learner's max_graph_tokens) for sample 0 but received 9");
+      expect(calls).toEqual([]);
+    } finally {
+      await f.close();
+    }
+  });
 });

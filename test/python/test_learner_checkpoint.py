@@ -43,11 +43,13 @@ def evil_pickle(file: str, marker: str, as_torch: bool = True) -> None:
     else:
         with open(file, "wb") as f:
             pickle.dump(Evil(marker), f)
-    # the payload is real: unpickling it does create the file (checked, then removed)
-    if as_torch:
-        torch.load(file)
-    else:
-        with open(file, "rb") as f:
+    # the payload is real: unpickling it does create the file (checked, then removed). From a file
+    # object with weights_only=False: torch >= 2.6 refuses the pickle by default, and torch 2.13
+    # hands a path ending in .safetensors to safetensors instead of unpickling it
+    with open(file, "rb") as f:
+        if as_torch:
+            torch.load(f, weights_only=False)
+        else:
             pickle.load(f)
     assert os.path.exists(marker), "the crafted pickle does not run its payload"
     os.remove(marker)

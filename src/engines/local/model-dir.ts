@@ -8,6 +8,7 @@ import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { MempoError } from '../../errors';
 import { readJson, requireDirectory, requireFile } from './files';
+import { checkExportFresh, hasSafetensors, missingExport } from './hf-export';
 
 export interface ModelConfig {
   /** Transformer layers (`num_hidden_layers`). */
@@ -47,6 +48,7 @@ export function locateModelFiles(dir: string, modelFile?: string): ModelFiles {
     const candidates = [join(root, 'model.onnx'), join(root, 'onnx', 'model.onnx')];
     const found = candidates.find((p) => existsSync(p));
     if (found === undefined) {
+      if (hasSafetensors(root)) throw missingExport(root);
       throw new MempoError(
         'ERR_MODEL_FILE_MISSING',
         `Missing ONNX model: neither ${candidates.join(' nor ')} exists (pass modelFile to choose another file)`,
@@ -54,6 +56,7 @@ export function locateModelFiles(dir: string, modelFile?: string): ModelFiles {
     }
     modelPath = found;
     requireFile(modelPath, 'ONNX model');
+    if (found === candidates[1]) checkExportFresh(root);
   }
   return { dir: root, configPath, modelPath };
 }

@@ -1,0 +1,162 @@
+/**
+ * Capture (docs/agents.md): every model call an agent makes through the OpenAI-compatible
+ * endpoint, recorded token-exact under the episode it names — the prompt ids the model was
+ * conditioned on, the ids it sampled and their log-probs, as the sampler produced them. Nothing
+ * here re-tokenizes text: the ids recorded are the ids trained on.
+ *
+ * Bounded: calls and tokens per episode, episodes open at once; an episode nobody finishes
+ * expires after `idleMs` without a call and is named in `expired`, never trained on silently.
+ */
+import { MempoError } from '../errors';
+
+/** One model call of an episode. */
+export interface CapturedCall {
+  /** 0-based order of the call within its episode (the order the endpoint received them). */
+  index: number;
+  promptIds: number[];
+  sampledIds: number[];
+  /** Sampling log-prob of each sampled id (the sampler's own, at the temperature it sampled with). */
+  logprobs: number[];
+  finishReason: string;
+  /** The weight version that served the call (`mempo serve` counts weight updates from 0). */
+  weightVersion: number;
+}
+
+export interface CapturedEpisode {
+  id: string;
+  calls: CapturedCall[];
+  /** Prompt + sampled tokens over all calls, what `maxTokensPerEpisode` bounds. */
+  tokens: number;
+  finished: boolean;
+  /** Clock time of the last call or of the episode's start. */
+  lastSeen: number;
+}
+
+export interface CaptureLimits {
+  /** Calls per episode (default 64). */
+  maxCallsPerEpisode?: number;
+  /** Prompt + sampled tokens per episode, all calls together (default 1,048,576). */
+  maxTokensPerEpisode?: number;
+  /** Episodes open (not yet taken) at once (default 4,096). */
+  maxEpisodes?: number;
+  /** An open episode with no call for this long expires (default 600,000 ms). */
+  idleMs?: number;
+}
+
+export const CAPTURE_DEFAULTS: Required<CaptureLimits> = {
+  maxCallsPerEpisode: 64,
+  maxTokensPerEpisode: 1 << 20,
+  maxEpisodes: 4096,
+  idleMs: 600_000,
+};
+
+/** Episode ids: what a header or the request's `user` field may carry, short and printable. */
+const EPISODE_ID = /^[A-Za-z0-9._:@/-]{1,128}$/;
+
+export function checkEpisodeId(id: unknown, where: string): string {
+  if (typeof id !== 'string' || !EPISODE_ID.test(id)) {
+    throw new MempoError('ERR_INVALID_INPUT', `${where}: expected an episode id of 1-128 characters from [A-Za-z0-9._:@/-] but received ${JSON.stringify(id)?.slice(0, 80)}`);
+  }
+  return id;
+}
+
+function positiveInt(v: number | undefined, name: string, dflt: number): number {
+  if (v === undefined) return dflt;
+  if (!Number.isSafeInteger(v) || v < 1) throw new MempoError('ERR_INVALID_OPTION', `capture.${name}: expected an integer >= 1 but received ${v}`);
+  return v;
+}
+
+export class EpisodeRecorder {
+  readonly limits: Required<CaptureLimits>;
+  private readonly open = new Map<string, CapturedEpisode>();
+  private readonly expiredIds: string[] = [];
+
+  constructor(limits: CaptureLimits = {}, private readonly now: () => number = Date.now) {
+    this.limits = {
+      maxCallsPerEpisode: positiveInt(limits.maxCallsPerEpisode, 'maxCallsPerEpisode', CAPTURE_DEFAULTS.maxCallsPerEpisode),
+      maxTokensPerEpisode: positiveInt(limits.maxTokensPerEpisode, 'maxTokensPerEpisode', CAPTURE_DEFAULTS.maxTokensPerEpisode),
+      maxEpisodes: positiveInt(limits.maxEpisodes, 'maxEpisodes', CAPTURE_DEFAULTS.maxEpisodes),
+      idleMs: positiveInt(limits.idleMs, 'idleMs', CAPTURE_DEFAULTS.idleMs),
+    };
+  }
+
+  /**
+   * Checks, before any sampling, that `episode` may make one more call of `promptTokens` prompt
+   * tokens and up to `maxNewTokens` sampled ones; opens the episode on its first call. Throws a
+   * MempoError naming the limit otherwise (the endpoint answers it with a 4xx).
+   */
+  admit(episode: string, promptTokens: number, maxNewTokens: number): void {
+    this.expire();
+    let e = this.open.get(episode);
+    if (e === undefined) {
+      if (this.open.size >= this.limits.maxEpisodes) {
+        throw new MempoError('ERR_INVALID_INPUT', `episode ${episode}: ${this.open.size} episodes are open, the most the endpoint records at once (capture.maxEpisodes); finish or collect some first`);
+      }
+      e = { id: episode, calls: [], tokens: 0, finished: false, lastSeen: this.now() };
+      this.open.set(episode, e);
+    }
+    if (e.finished) throw new MempoError('ERR_INVALID_INPUT', `episode ${episode} is finished; a new call needs a new episode id`);
+    if (e.calls.length >= this.limits.maxCallsPerEpisode) {
+      throw new MempoError('ERR_INVALID_INPUT', `episode ${episode} has made ${e.calls.length} calls, the most one episode may make (capture.maxCallsPerEpisode)`);
+    }
+    if (e.tokens + promptTokens + maxNewTokens > this.limits.maxTokensPerEpisode) {
+      throw new MempoError('ERR_INVALID_INPUT', `episode ${episode}: ${e.tokens} tokens so far + ${promptTokens} prompt + ${maxNewTokens} max new exceeds capture.maxTokensPerEpisode = ${this.limits.maxTokensPerEpisode}`);
+    }
+    e.lastSeen = this.now();
+  }
+
+  /** Records a finished call of an admitted episode; returns it with its index. */
+  record(episode: string, call: Omit<CapturedCall, 'index'>): CapturedCall {
+    const e = this.open.get(episode);
+    if (e === undefined || e.finished) throw new MempoError('ERR_INVALID_INPUT', `episode ${episode} is not open (never admitted, finished, expired or collected)`);
+    if (call.logprobs.length !== call.sampledIds.length) {
+      throw new MempoError('ERR_INVALID_INPUT', `episode ${episode}: ${call.logprobs.length} log-probs for ${call.sampledIds.length} sampled ids`);
+    }
+    const c: CapturedCall = { index: e.calls.length, ...call, promptIds: [...call.promptIds], sampledIds: [...call.sampledIds], logprobs: [...call.logprobs] };
+    e.calls.push(c);
+    e.tokens += c.promptIds.length + c.sampledIds.length;
+    e.lastSeen = this.now();
+    return c;
+  }
+
+  /** Marks an episode complete: no more calls; `take` returns it. An unknown id is an error. */
+  finish(episode: string): CapturedEpisode {
+    this.expire();
+    const e = this.open.get(episode);
+    if (e === undefined) throw new MempoError('ERR_INVALID_INPUT', `episode ${episode} is not open (never called, expired or collected)`);
+    e.finished = true;
+    return e;
+  }
+
+  /** Removes and returns the episode (finished or not), or undefined. */
+  take(episode: string): CapturedEpisode | undefined {
+    const e = this.open.get(episode);
+    this.open.delete(episode);
+    return e;
+  }
+
+  get(episode: string): CapturedEpisode | undefined {
+    return this.open.get(episode);
+  }
+
+  /** Episodes still open, finished or not, in the order they opened. */
+  episodes(): CapturedEpisode[] {
+    return [...this.open.values()];
+  }
+
+  /** Ids of the episodes that expired unfinished since the recorder started (their calls are dropped). */
+  get expired(): readonly string[] {
+    this.expire();
+    return this.expiredIds;
+  }
+
+  private expire(): void {
+    const t = this.now();
+    for (const [id, e] of this.open) {
+      if (!e.finished && t - e.lastSeen > this.limits.idleMs) {
+        this.open.delete(id);
+        this.expiredIds.push(id);
+      }
+    }
+  }
+}

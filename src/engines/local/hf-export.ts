@@ -1,0 +1,82 @@
+/**
+ * Hugging Face directories (config.json + *.safetensors) on the embedded runtime: the ONNX
+ * decoder is made offline by `python3 -m mempo_learner.export_onnx DIR` (Python only then, never
+ * at rollout time), which writes `DIR/onnx/model.onnx` and `DIR/onnx/export.json` (the weights it
+ * was made from, and which initializer holds each safetensors tensor).
+ */
+import { createHash } from 'node:crypto';
+import { closeSync, existsSync, openSync, readdirSync, readSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { MempoError } from '../../errors';
+import { EMBEDDED } from '../../paths';
+import { readJson } from './files';
+
+export const EXPORT_DIR = 'onnx';
+export const EXPORT_MANIFEST = 'export.json';
+
+/** The shell command that writes `dir`'s export. */
+export function exportCommand(dir: string): string {
+  return `PYTHONPATH=${EMBEDDED.learner()} python3 -m mempo_learner.export_onnx ${dir}`;
+}
+
+/** True when `dir` holds Hugging Face safetensors weights beside config.json. */
+export function hasSafetensors(dir: string): boolean {
+  try {
+    return existsSync(join(dir, 'config.json')) && readdirSync(dir).some((n) => n.endsWith('.safetensors'));
+  } catch {
+    return false;
+  }
+}
+
+/** ERR_MODEL_FILE_MISSING for a Hugging Face directory without its ONNX export, with the command that makes it. */
+export function missingExport(dir: string): MempoError {
+  return new MempoError(
+    'ERR_MODEL_FILE_MISSING',
+    `${dir} is a Hugging Face model directory (config.json, *.safetensors) without its ONNX export ${join(dir, EXPORT_DIR, 'model.onnx')}: ` +
+      `make it once with \`${exportCommand(dir)}\` (torch and transformers; supported: qwen3, llama, qwen2)`,
+  );
+}
+
+function sha256File(path: string): string {
+  const h = createHash('sha256');
+  const fd = openSync(path, 'r');
+  try {
+    const buf = Buffer.allocUnsafe(1 << 22);
+    for (;;) {
+      const n = readSync(fd, buf, 0, buf.length, null);
+      if (n === 0) break;
+      h.update(buf.subarray(0, n));
+    }
+  } finally {
+    closeSync(fd);
+  }
+  return h.digest('hex');
+}
+
+/**
+ * Refuses an export older than its weights (the safetensors were replaced after it was made: the
+ * runtime would sample from the old weights while the learner trains the new ones). Sizes are
+ * compared always; a weights file newer than the manifest is hashed, so a copy or a touch that
+ * kept the bytes passes. Nothing to check when `dir` has no export manifest.
+ */
+export function checkExportFresh(dir: string): void {
+  const manifestPath = join(dir, EXPORT_DIR, EXPORT_MANIFEST);
+  if (!existsSync(manifestPath)) return;
+  const manifest = readJson(manifestPath, 'ONNX export manifest');
+  const source = manifest['source'];
+  if (source === null || typeof source !== 'object' || Array.isArray(source)) {
+    throw new MempoError('ERR_MODEL_CONFIG', `${manifestPath}: "source" must be an object of { bytes, sha256 } per weights file`);
+  }
+  const made = statSync(manifestPath).mtimeMs;
+  const stale = (why: string) => new MempoError('ERR_MODEL_FILE_MISSING', `The ONNX export in ${join(dir, EXPORT_DIR)} is stale: ${why}; re-export with \`${exportCommand(dir)}\``);
+  for (const [name, entry] of Object.entries(source as Record<string, { bytes?: unknown; sha256?: unknown }>)) {
+    const p = join(dir, name);
+    if (!existsSync(p)) throw stale(`${name}, which it was made from, is missing`);
+    const st = statSync(p);
+    if (st.size !== entry?.bytes) throw stale(`${name} is ${st.size} bytes, ${manifestPath} says ${String(entry?.bytes)}`);
+    if (st.mtimeMs > made && sha256File(p) !== entry.sha256) throw stale(`${name} changed after the export (sha256 differs from ${manifestPath})`);
+  }
+  for (const n of readdirSync(dir)) {
+    if (n.endsWith('.safetensors') && !(n in source)) throw stale(`${n} is not among the files it was made from`);
+  }
+}
