@@ -1,7 +1,11 @@
 import { backend, ppoPolicyLoss, PpoPolicyLossInput, setBackend } from '../../src';
 import { expectClose, rng } from '../helpers';
 
-/** Straight transcription of verl's compute_policy_loss + agg_loss + kl_penalty, per token. */
+/**
+ * Straight transcription of verl's compute_policy_loss + agg_loss + kl_penalty, per token. Kept so
+ * that this suite needs no Python; test/python/test_peer_verl.py checks ppoPolicyLoss against verl
+ * itself (verl 0.9.1's actor loss, requirements-peers.txt) on a real mempo batch.
+ */
 function reference(inp: PpoPolicyLossInput): { loss: number; clipFrac: number; approxKl: number; kl: number } {
   const { logp, oldLogp, advantages: A, mask, rows, cols } = inp;
   const cl = inp.clipLow ?? 0.2, ch = inp.clipHigh ?? 0.2, cc = inp.clipC ?? 3, beta = inp.klCoef ?? 0.001;

@@ -9,10 +9,10 @@ import { resolve } from 'node:path';
 
 const ROOT = resolve(__dirname, '..', '..');
 
-describe.each(['test_peer_verl.py'])('%s (python3)', (file) => {
+describe.each(['test_peer_verl.py', 'test_peer_trl.py'])('%s (python3)', (file) => {
   it('passes', () => {
     const r = spawnSync('python3', ['-m', 'unittest', 'discover', '-s', 'test/python', '-p', file], {
-      cwd: ROOT, encoding: 'utf8', timeout: 600_000,
+      cwd: ROOT, encoding: 'utf8', timeout: 600_000, env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' },
     });
     if (r.error) throw new Error(`python3 did not run: ${r.error.message}`);
     if (r.status !== 0) throw new Error(`${file} failed (exit ${r.status}):\n${r.stderr.slice(-6000)}`);

@@ -12,7 +12,9 @@ Where both compute the same thing, compared here within float32 tolerance:
   supports, for the four KL estimators: loss, d loss / d log-prob, clip fraction, ppo_kl, KL;
   also on a micro-batch with the mini-batch's global normalisers (batch_num_tokens /
   global_batch_size against globalTokens / globalSequences);
-- bench/peer.py's torch transcriptions of verl (the fallback when verl is absent) equal verl.
+- bench/peer.py's torch transcriptions of verl (the fallback when verl is absent) equal verl;
+- docs/export.md's "Keeping mempo's advantages in verl" code runs on verl as written and its
+  estimator hands mempo's final advantages through unchanged.
 
 Where they differ: MemPO's memory advantage (docs/algorithm.md §5) is not in verl. mempo's final
 `advantages` are outcome + alpha * memory; verl's GRPO reproduces only the outcome part, and the
@@ -30,6 +32,7 @@ import sys
 import tempfile
 import unittest
 
+sys.dont_write_bytecode = True  # no __pycache__ beside peer_batch.py or bench/peer.py
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import peer_batch  # noqa: E402
 
@@ -136,6 +139,32 @@ class VerlOnMempoBatch(unittest.TestCase):
         differs = (t["advantages"] - adv).abs() > 1e-4
         self.assertTrue(bool(differs.any()))
         self.assertTrue(bool((differs == (mem.abs() > 1e-4)).all()), "the final differs from verl exactly where memory is")
+
+    def test_docs_estimator_keeps_mempos_advantages(self):
+        """docs/export.md's "Keeping mempo's advantages in verl" block, run as written: its loader
+        builds a DataProto and its registered estimator, called as verl's compute_advantage calls a
+        custom one (ray_trainer.py: token_level_rewards, response_mask, config, index = uid), returns
+        mempo's final advantages unchanged. (compute_advantage itself lives in ray_trainer.py, whose
+        imports need verl's server stack: fastapi, opentelemetry, ...; not installed here.)"""
+        import re
+        from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+        with open(os.path.join(peer_batch.ROOT, "docs", "export.md")) as f:
+            blocks = [b for b in re.findall(r"```python\n(.*?)```", f.read(), re.S) if "register_adv_est" in b]
+        self.assertEqual(len(blocks), 1)
+        ns = {}
+        exec(compile(blocks[0], "docs/export.md", "exec"), ns)  # noqa: S102 - the project's own docs
+        path = os.path.join(self.tmp, "run", "batch.verl.safetensors")
+        data = ns["load_mempo_batch"](path)
+        keep = ~self.t["excluded"]
+        self.assertEqual(len(data), int(keep.sum()))
+        self.assertEqual(list(data.non_tensor_batch["uid"]), [u for u, k in zip(self.uid, keep.tolist()) if k])
+        adv, ret = get_adv_estimator_fn("mempo")(token_level_rewards=data.batch["token_level_rewards"],
+                                                 response_mask=data.batch["response_mask"], config=None,
+                                                 index=data.non_tensor_batch["uid"])
+        self.assertTrue(self.torch.equal(adv, self.t["advantages"][keep]))
+        self.assertTrue(self.torch.equal(ret, self.t["advantages"][keep]))
+        for k in ("response_mask", "old_log_probs", "input_ids", "attention_mask", "position_ids"):
+            self.assertTrue(self.torch.equal(data.batch[k], self.t[k][keep]), k)
 
     # --- PPO policy loss through verl's actor loss -----------------------------------------------
 
