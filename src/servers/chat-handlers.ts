@@ -39,7 +39,7 @@ export class ChatHandlers {
   private readonly endIdList: number[];
 
   constructor(
-    private readonly model: LocalModel,
+    model: LocalModel,
     private readonly core: CompletionsHandlers,
     private readonly templater: ChatTemplater,
     private readonly limits: Limits,
