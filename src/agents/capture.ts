@@ -1,5 +1,5 @@
 /**
- * Capture (docs/agents.md): every model call an agent makes through the OpenAI-compatible
+ * Capture (issue 45): every model call an agent makes through the OpenAI-compatible
  * endpoint, recorded token-exact under the episode it names — the prompt ids the model was
  * conditioned on, the ids it sampled and their log-probs, as the sampler produced them. Nothing
  * here re-tokenizes text: the ids recorded are the ids trained on.

@@ -1,5 +1,5 @@
 /**
- * `collectEpisodes` (docs/agents.md): runs a developer's own agent `groupSize` times per task
+ * `collectEpisodes`: runs a developer's own agent `groupSize` times per task
  * against the OpenAI-compatible endpoint, each run under its own episode id, and turns what the
  * endpoint captured into the pipeline's `BatchRecord`s: GRPO groups per task, one sample per
  * context the agent built, the outcome advantage on every sampled token of an episode, and the

@@ -1,5 +1,5 @@
 /**
- * The MemPO memory reward on captured episodes (docs/agents.md; docs/algorithm.md §2, §4, §5).
+ * The MemPO memory reward on captured episodes (docs/algorithm.md §2, §4, §5).
  * Call k ≥ 2 of an episode (1-based, as rounds) whose sampled ids hold a closed `<mem>` is a
  * snapshot when its task has golds:
  *   memContext  = the episode's first prompt + the call's sampled ids up to the token that

@@ -1,5 +1,5 @@
 /**
- * Captured episodes → the pipeline's `BatchRecord`s (docs/agents.md, docs/algorithm.md §5, §8).
+ * Captured episodes → the pipeline's `BatchRecord`s (docs/algorithm.md §5, §8).
  * A task's episodes are its GRPO group: the outcome advantage is the episode's reward normalised
  * over the group's episodes (one value per episode, however many samples it made), written on
  * every sampled token of every sample of the episode. An episode without a reward (the agent

@@ -1,5 +1,5 @@
 /**
- * An episode's calls → training samples, token-exact (docs/agents.md). A call whose prompt
+ * An episode's calls → training samples, token-exact. A call whose prompt
  * starts with everything the current sample holds (its prompt, then every earlier call's sampled
  * ids and the tokens added between calls) extends that sample: the added tokens (tool results,
  * the next user turn, template glue) join the response masked out, the sampled ids join it
