@@ -239,11 +239,18 @@ def main(argv=None) -> int:
     stopper = SignalStop(server, log)
     if a.parent_pid is not None:
         watch_parent(a.parent_pid, log)
-    print(json.dumps({"event": "listening", "url": f"http://{shown}:{port}"}), flush=True)
     try:
-        server.serve()
-    except KeyboardInterrupt:
-        pass
+        try:
+            try:
+                # inside the try: a Ctrl-C may arrive while the line is flushed, once the reader has it
+                print(json.dumps({"event": "listening", "url": f"http://{shown}:{port}"}), flush=True)
+                server.serve()
+            finally:
+                # serve() may return (the watcher stopped it) with the Ctrl-C still pending: it must not
+                # interrupt the cleanup below and end the process by the signal instead of exit status 0
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+        except KeyboardInterrupt:
+            pass
     finally:
         server.server_close()
         if group is not None:
