@@ -6,7 +6,7 @@
 #   → eval/NAME-{memory,full}.json; the same 400 without the page tool → eval/NAME-nopages-memory.json;
 # - the 200 test page questions (`--split test-pages`), `memory` and `full` → eval/NAME-page-questions-{memory,full}.json;
 # - the memory reward on 100 dev questions (greedy `full` rollouts, as results/evals.sh) → eval/NAME-dev-probes.json.
-#   bash results/pages-eval.sh NAME DIR      (THREADS=2, PARTS="old pages nopages probes")
+#   bash results/pages-eval.sh NAME DIR      (THREADS=2, PARTS="old pages nopages probes", CONTEXTS="memory full")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -eq 2 ] || { echo "usage: bash results/pages-eval.sh NAME DIR" >&2; exit 2; }
@@ -25,12 +25,12 @@ for part in ${PARTS:-old pages nopages probes}; do
   echo "$(date -u +%FT%TZ) $name: $part" >&2
   case "$part" in
     old)
-      for ctx in memory full; do
+      for ctx in ${CONTEXTS:-memory full}; do
         run "results/eval/$name-$ctx.json" eval_ "${world[@]}" --split test --shuffle --seed 1 --limit 400 --context "$ctx" \
           --out "out/pages-eval/$name-$ctx"
       done ;;
     pages)
-      for ctx in memory full; do
+      for ctx in ${CONTEXTS:-memory full}; do
         run "results/eval/$name-page-questions-$ctx.json" eval_ "${world[@]}" --split test-pages --limit none --context "$ctx" \
           --out "out/pages-eval/$name-pages-$ctx"
       done ;;
