@@ -6,7 +6,7 @@
 //   node scripts/redraw-train-report.mjs [--root DIR] RUN_DIR ...      (after `npm run build:ts`)
 //
 // The title's directory comes from the report's own <h1> ("mempo train — DIR"): an absolute DIR under
-// --root (the directory the run was started from, e.g. /work/main for `--out out/arms/grpo`) becomes
+// --root (the directory the run was started from, e.g. the clone where arms.sh typed `--out out/arms/grpo`) becomes
 // relative to it; a relative one is kept; an absolute one outside --root is refused. MemPO or GRPO (the
 // memory-reward chart) is read from the metrics (a GRPO run has no memory reward at any step) and must agree
 // with the old report. Every run is checked before any report is written; each is written to a temporary
