@@ -35,6 +35,8 @@ export interface AgentClient {
   headers: Record<string, string>;
   /** Which run of its task's group this is (0-based). */
   sample: number;
+  /** The model's context (prompt + new tokens), when the endpoint said; a call past it is refused. */
+  maxContextTokens: number | null;
   /**
    * A sampling seed for the run's call `round` (1-based): the seed the built-in pipeline's
    * continuous schedule gives round `round` of this trajectory, mixSeed(seed, batch, slot,
@@ -57,6 +59,8 @@ export interface CaptureEndpoint {
   apiKey?: string;
   model: string;
   recorder: EpisodeRecorder;
+  /** The served model's context (max_model_len), handed to the agent as `client.maxContextTokens`. */
+  maxContextTokens?: number;
 }
 
 export interface CollectOptions<T extends AgentTask, R> {
@@ -131,7 +135,7 @@ export async function collectEpisodes<T extends AgentTask, R>(o: CollectOptions<
   await pool(runs, concurrency, async ({ task, id, sample, batch, slot }) => {
     const client: AgentClient = {
       baseURL: o.endpoint.baseURL, apiKey: o.endpoint.apiKey ?? 'none', model: o.endpoint.model, episode: id, headers: { [EPISODE_HEADER]: id },
-      sample, seedFor: (round: number) => mixSeed(seed, batch, slot, sample, round),
+      sample, maxContextTokens: o.endpoint.maxContextTokens ?? null, seedFor: (round: number) => mixSeed(seed, batch, slot, sample, round),
     };
     let reward: number | null;
     let error: string | null = null;
