@@ -8,6 +8,7 @@
 import type { Server } from 'node:http';
 import OpenAI from 'openai';
 import { EpisodeRecorder, type CapturedEpisode } from '../../src/agents/capture';
+import { collectEpisodes } from '../../src/agents/collect';
 import { LocalModel } from '../../src/engines/local/local-model';
 import { createCompletionsServer, listen } from '../../src/servers/completions-server';
 import { MODEL_DIR } from '../pipeline/helpers';
@@ -129,5 +130,31 @@ describe('capture over the openai SDK', () => {
     });
     const prompts = await Promise.all(runs);
     prompts.forEach((ps, k) => expect(recorder.get(`conc-${k}`)!.calls.map((c) => c.promptIds)).toEqual(ps));
+  });
+
+  it('collectEpisodes over the served endpoint: the calls of each run, as the agent was answered, become its records', async () => {
+    const answered = new Map<string, number[]>();
+    const out = await collectEpisodes({
+      tasks: [{ id: 'q1', question: 'Who founded Kethfai Company?', golds: ['x'] }],
+      groupSize: 2,
+      endpoint: { baseURL: `${url}/v1`, model: 'mempo-tiny', recorder },
+      agent: async (task, c) => {
+        const sdk = new OpenAI({ baseURL: c.baseURL, apiKey: c.apiKey, maxRetries: 0, defaultHeaders: c.headers });
+        const a = await sdk.chat.completions.create({ model: c.model, messages: [{ role: 'user', content: task.question }], max_tokens: 5, seed: Number(c.episode.slice(-1)), ...extra });
+        answered.set(c.episode, (a as unknown as Extra).choices[0]!.token_ids);
+        return null;
+      },
+      reward: (_t, ep) => (ep.id.endsWith('0') ? 1 : 0),
+    });
+    expect(out.failed).toEqual([]);
+    expect(out.records.map((r) => r.responseIds)).toEqual([answered.get('ep-q1-0'), answered.get('ep-q1-1')]);
+    expect(recorder.get('ep-q1-0')).toBeUndefined();
+  });
+
+  it('records the weight version: 1 after a successful POST /update_weights_from_disk', async () => {
+    const up = await fetch(`${url}/update_weights_from_disk`, { method: 'POST', body: JSON.stringify({ model_path: MODEL_DIR }) });
+    expect(up.status).toBe(200);
+    await client('after-update').chat.completions.create({ model: 'mempo-tiny', messages, max_tokens: 2 });
+    expect(recorder.get('after-update')!.calls[0]!.weightVersion).toBe(1);
   });
 });
