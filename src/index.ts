@@ -127,6 +127,11 @@ export type { HttpRetrieverOptions } from './retrieval/http-retriever';
 export type { RetrievalServerOptions } from './servers/retrieval-server';
 export type { CompletionsServerOptions } from './servers/completions-server';
 
+// Capture (issue 45): the endpoint records tagged calls into an EpisodeRecorder (src/servers/capture-hook.ts).
+export { EpisodeRecorder, CAPTURE_DEFAULTS, EPISODE_HEADER } from './agents/capture';
+export type { CapturedCall, CapturedEpisode, CaptureLimits, Admission, CaptureRefusal } from './agents/capture';
+export type { CaptureServerOptions } from './servers/capture-hook';
+
 // Files (src/io): questions, the run directory with resume, the HTML report.
 export { readQuestions, readQuestionFiles } from './io/questions';
 export { EMBEDDED } from './paths'; // the embedded model, corpus, question splits and learner inside the installed package

@@ -14,12 +14,11 @@ import type { BatchRecord, TargetScorer, TextCodec } from '../contracts';
 import { MempoError } from '../errors';
 import { mixSeed } from '../rng';
 import { advantageSchema, memorySchema, parseOptions, type AdvantageOptions, type MemoryOptions } from '../options';
-import type { CapturedCall, EpisodeRecorder } from './capture';
+import { EPISODE_HEADER, type CapturedCall, type EpisodeRecorder } from './capture';
 import { episodeRecords, type AgentRecordSource, type AgentTask, type RecordOrigin, type ScoredEpisode } from './episode-records';
 import { scoreEpisodeMemory } from './episode-memory';
 
-/** The header that names an episode on every call. */
-export const EPISODE_HEADER = 'x-mempo-episode';
+export { EPISODE_HEADER };
 
 /** What an agent run gets: where the endpoint is and how to tag its calls. */
 export interface AgentClient {

@@ -198,10 +198,12 @@ export function buildProgram(io: RunIO, onDone: (code: number) => void): Command
     .option('--threads <n>', 'ONNX Runtime intra-op threads (default: all cores; more than the machine has are lowered to that, with a warning)', int(1))
     .option('--token <token>', `bearer token every request but GET /health must carry (also ${SERVER_TOKEN_ENV}); required when --host is not a loopback address`)
     .option('--chat-template <file>', "Jinja chat template for POST /v1/chat/completions instead of the model's own (as vLLM's --chat-template)")
+    .option('--record <file>', 'record calls tagged with an episode (header x-mempo-episode, metadata.mempo_episode or user) and append each episode finished with POST /v1/episodes/{id}/finish to FILE as a JSON line (fsynced); on Ctrl-C/SIGTERM the unfinished ones are named')
     .exitOverride()
     .action(async (opts: Record<string, unknown>) => {
-      const { server, model } = await startServe(opts, io);
+      const { server, model, record } = await startServe(opts, io);
       await closeOnSignal(server);
+      record?.close(io.stderr);
       await model.dispose();
       onDone(0);
     });
