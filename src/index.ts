@@ -142,13 +142,11 @@ export type { ReportOptions } from './io/report';
 export type { ExistingRun, ResumeCheck } from './io/run-dir';
 
 // Agents of your own (src/agents, docs/agents.md): run them through the OpenAI-compatible endpoint, train on what it captured.
-export { collectEpisodes, EPISODE_HEADER } from './agents/collect';
-export { EpisodeRecorder } from './agents/capture';
+export { collectEpisodes } from './agents/collect';
 export { loadAgentModule } from './agents/agent-module';
 export { SYSTEM_PROMPT } from './protocol/chat'; // the built-in agent's system message (no page tool)
 export { observationSegment } from './protocol/stream'; // "\n" + observation + "\n": what the built-in agent appends after a tool call
 export type { AgentClient, AgentEpisode, CaptureEndpoint, CollectOptions, CollectResult } from './agents/collect';
-export type { CapturedCall, CapturedEpisode, CaptureLimits } from './agents/capture';
 export type { AgentModule } from './agents/agent-module';
 export type { AgentTask } from './agents/episode-records';
 export type { RolloutSource } from './train/step';

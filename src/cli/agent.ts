@@ -24,7 +24,7 @@ import type { LocalModel } from '../engines/local/local-model';
 import { writeExports } from '../io/export';
 import { clearRunDir, writeFileAtomic } from '../io/run-dir';
 import { summarize } from '../pipeline/summary';
-import { createCompletionsServer, listen, type CompletionsServerOptions } from '../servers/completions-server';
+import { createCompletionsServer, listen } from '../servers/completions-server';
 import type { RolloutSource } from '../train/step';
 import { padTokenIdOf } from './export';
 import { checkModelConfig, checkManifest } from './inputs';
@@ -87,8 +87,7 @@ export interface AgentEndpoint {
 
 export async function openAgentEndpoint(local: LocalModel, modelName = 'mempo-tiny'): Promise<AgentEndpoint> {
   const recorder = new EpisodeRecorder();
-  const options = { modelName, recorder } as CompletionsServerOptions;
-  const server: Server = createCompletionsServer(local, options);
+  const server: Server = createCompletionsServer(local, { modelName, recorder });
   const url = await listen(server, 0, '127.0.0.1');
   return {
     baseURL: `${url}/v1`, model: modelName, recorder, maxContextTokens: local.maxContextTokens,

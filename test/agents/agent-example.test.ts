@@ -1,7 +1,8 @@
 /**
  * examples/search-agent.mjs (issue 45 item 5): an agent written with the `openai` SDK and its own
- * BM25 tool, run through collectEpisodes against `mempo serve`'s handler on loopback (a real
- * process, real HTTP), gives the built-in pipeline's trajectories token for token: same prompt ids,
+ * BM25 tool, run through collectEpisodes against `mempo serve`'s handler on loopback, recording
+ * the calls (a process of its own, real HTTP), gives the records made from what the endpoint
+ * recorded, and they equal the built-in pipeline's trajectories token for token: same prompt ids,
  * same response ids (sampled and observation), same mask, same sampling log-probs. The built-in
  * side runs under `--schedule continuous --max-generate-batch 1`: each request carries its own
  * seed, and each sequence is sampled alone, as the endpoint samples one request (docs/rollout.md,
@@ -9,7 +10,6 @@
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import type { Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { BatchRecord } from '../../src/contracts';
@@ -19,22 +19,16 @@ import { resolveOptions } from '../../src/options';
 import { EMBEDDED } from '../../src/paths';
 import { runPipeline } from '../../src/pipeline/pipeline';
 import { Bm25Retriever } from '../../src/retrieval/bm25';
-import { createCompletionsServer, listen } from '../../src/servers/completions-server';
 
 jest.setTimeout(300_000);
 
 const root = mkdtempSync(join(tmpdir(), 'mempo-agent-example-'));
 let local: LocalModel;
-let server: Server;
-let base: string;
 
 beforeAll(async () => {
   local = await LocalModel.load(EMBEDDED.model(), { load: { sessionOptions: { intraOpNumThreads: 1 } } });
-  server = createCompletionsServer(local);
-  base = await listen(server, 0);
 });
 afterAll(async () => {
-  await new Promise((r) => server.close(r));
   await local.dispose();
   rmSync(root, { recursive: true, force: true });
 });
@@ -42,7 +36,7 @@ afterAll(async () => {
 /** The example through collectEpisodes in a node process of its own (dist/ via the package's self-reference). */
 function runExample(seed: number, perBatch: number, groupSize: number, tasksFile: string): Promise<{ records: BatchRecord[]; failed: unknown[] }> {
   return new Promise((res, rej) => {
-    const child = spawn(process.execPath, [join(__dirname, 'run-agent-example.mjs'), base, String(seed), String(perBatch), String(groupSize), tasksFile], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [join(__dirname, 'run-agent-example.mjs'), String(seed), String(perBatch), String(groupSize), tasksFile], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     child.stdout.on('data', (d: Buffer) => { out += d.toString(); });

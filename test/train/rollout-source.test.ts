@@ -9,7 +9,7 @@ import type { Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { EpisodeRecorder } from '../../src/agents/capture';
-import { collectEpisodes, EPISODE_HEADER, type AgentClient } from '../../src/agents/collect';
+import { collectEpisodes, type AgentClient } from '../../src/agents/collect';
 import type { Question } from '../../src/contracts';
 import { CausalLM } from '../../src/engines/local/causal-lm';
 import { LocalModel } from '../../src/engines/local/local-model';
@@ -30,6 +30,7 @@ let local: LocalModel;
 let server: Server;
 let base: string;
 let learner: SpawnedLearner;
+const recorder = new EpisodeRecorder();
 
 async function post(path: string, body: unknown, headers: Record<string, string> = {}): Promise<Record<string, unknown>> {
   const res = await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
@@ -47,7 +48,7 @@ async function probe(): Promise<number[]> {
 
 beforeAll(async () => {
   local = await LocalModel.load(MODEL_DIR, { load: { sessionOptions: { intraOpNumThreads: 1 } } });
-  server = createCompletionsServer(local);
+  server = createCompletionsServer(local, { recorder });
   base = await listen(server, 0);
   learner = await spawnLearner({ model: MODEL_DIR, seed: 3, threads: 1 });
 });
@@ -59,23 +60,16 @@ afterAll(async () => {
 });
 
 it('runTraining trains on collectEpisodes batches and the endpoint then serves the learner\'s weights', async () => {
-  const recorder = new EpisodeRecorder();
   const endpoint = { baseURL: `${base}/v1`, model: 'mempo-tiny', recorder };
-  /**
-   * One sampled call per episode, prompted with the question's ids. Until the server records
-   * tagged calls itself, the agent writes what the server answered (ids and log-probs as returned
-   * by `return_token_ids` / `logprobs`) into the recorder, as the endpoint will.
-   */
+  /** One sampled call per episode, prompted with the question's ids; the endpoint records it under the episode's header. */
   const seen: Array<{ step: number; episode: string; seed: number }> = [];
   let step = 0;
   const agent = async (task: Question, c: AgentClient) => {
     const prompt = local.codec.encode(task.question);
     const seed = c.seedFor(1);
     seen.push({ step, episode: c.episode, seed });
-    const r = await post('/v1/completions', { model: c.model, prompt, max_tokens: 12, temperature: 1, seed, logprobs: 0, return_token_ids: true }, c.headers);
-    const ch = (r['choices'] as Array<{ token_ids: number[]; logprobs: { token_logprobs: number[] }; finish_reason: string }>)[0]!;
-    recorder.admit(c.headers[EPISODE_HEADER]!, prompt.length, 12);
-    recorder.record(c.episode, { promptIds: prompt, sampledIds: ch.token_ids, logprobs: ch.logprobs.token_logprobs, finishReason: ch.finish_reason, weightVersion: 0 });
+    const r = await post('/v1/completions', { model: c.model, prompt, max_tokens: 12, temperature: 1, seed, return_token_ids: true }, c.headers);
+    const ch = (r['choices'] as Array<{ token_ids: number[] }>)[0]!;
     return ch.token_ids.length;
   };
   const tasks: Question[] = [
