@@ -5,6 +5,7 @@
 //   1. run every file of examples/: *.mjs with node; *.ts compiled by tsc (nodenext, strict, no
 //      skipLibCheck) and run. own-engine gets the URL of a `npx mempo serve` started on loopback;
 //      examples and snippets that use spawnLearner are skipped, saying so, when no python3 imports torch;
+//      search-agent.mjs is an agent module: `mempo rollout --agent` and a 2-step `mempo train --agent` run it;
 //   2. run the code blocks of README.md and docs/*.md that claim to run. The convention: the fence's
 //      info string says `run` after the language, ```js run (an ES module, run with node) or
 //      ```ts run (compiled as the examples are, then run). GitHub highlights them as plain js / ts.
@@ -86,8 +87,10 @@ if (!existsSync(tarball)) fatal(`no tarball at ${tarball}`);
 mkdirSync(app);
 writeFileSync(join(app, 'package.json'), `${JSON.stringify({ name: 'consumer', version: '1.0.0', private: true, type: 'module' }, null, 2)}\n`);
 // TypeScript and @types/node at the versions this repository builds with (from npm's cache when there).
-const install = run('npm install (the tarball, typescript, @types/node; no compiler on PATH)', 'npm', [
+// openai: the client examples/search-agent.mjs is written with (an agent's own dependency, not mempo's).
+const install = run('npm install (the tarball, typescript, @types/node, openai; no compiler on PATH)', 'npm', [
   'install', '--no-audit', '--no-fund', '--prefer-offline', tarball, `typescript@${versionOf('typescript')}`, `@types/node@${versionOf('@types/node')}`,
+  `openai@${versionOf('openai')}`,
 ], { show: false });
 if (!install.ok) fatal('the tarball did not install');
 if (/COMPILER CALLED/.test(install.out)) fatal(`the install tried to compile:\n${install.out}`);
@@ -156,6 +159,12 @@ for (const f of examples) {
     } finally {
       await serve.stop();
     }
+  } else if (f === 'search-agent.mjs') {
+    // An agent module: rolled out and trained for 2 steps by the installed mempo command (docs/agents.md), small sizes.
+    const mempoBin = join(app, 'node_modules', 'mempo', 'dist', 'cli', 'main.js');
+    run(`${what} via npx mempo rollout --agent`, process.execPath, [mempoBin, 'rollout', '--agent', file, '--out', join(work, 'agent-rollout'), '-n', '2', '--limit', '2', '--threads', '1']);
+    if (!torchPython) skipForTorch(`${what} via npx mempo train --agent`);
+    else run(`${what} via npx mempo train --agent (2 steps)`, process.execPath, [mempoBin, 'train', '--agent', file, '--out', join(work, 'agent-train'), '-n', '2', '--steps', '2', '--questions-per-step', '1', '--threads', '1', '--python', torchPython]);
   } else {
     run(what, process.execPath, [file, ...(f === 'train.ts' ? [join(work, 'train-example')] : [])]);
   }

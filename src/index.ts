@@ -127,6 +127,11 @@ export type { HttpRetrieverOptions } from './retrieval/http-retriever';
 export type { RetrievalServerOptions } from './servers/retrieval-server';
 export type { CompletionsServerOptions } from './servers/completions-server';
 
+// Capture (issue 45): the endpoint records tagged calls into an EpisodeRecorder (src/servers/capture-hook.ts).
+export { EpisodeRecorder, CAPTURE_DEFAULTS, EPISODE_HEADER } from './agents/capture';
+export type { CapturedCall, CapturedEpisode, CaptureLimits, Admission, CaptureRefusal } from './agents/capture';
+export type { CaptureServerOptions } from './servers/capture-hook';
+
 // Files (src/io): questions, the run directory with resume, the HTML report.
 export { readQuestions, readQuestionFiles } from './io/questions';
 export { EMBEDDED } from './paths'; // the embedded model, corpus, question splits and learner inside the installed package
@@ -135,3 +140,13 @@ export { renderReport } from './io/report';
 export { trainReportHtml } from './io/train-report';
 export type { ReportOptions } from './io/report';
 export type { ExistingRun, ResumeCheck } from './io/run-dir';
+
+// Agents of your own (src/agents, docs/agents.md): run them through the OpenAI-compatible endpoint, train on what it captured.
+export { collectEpisodes } from './agents/collect';
+export { loadAgentModule } from './agents/agent-module';
+export { SYSTEM_PROMPT } from './protocol/chat'; // the built-in agent's system message (no page tool)
+export { observationSegment } from './protocol/stream'; // "\n" + observation + "\n": what the built-in agent appends after a tool call
+export type { AgentClient, AgentEpisode, CaptureEndpoint, CollectOptions, CollectResult } from './agents/collect';
+export type { AgentModule } from './agents/agent-module';
+export type { AgentTask } from './agents/episode-records';
+export type { RolloutSource } from './train/step';

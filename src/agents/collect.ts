@@ -12,13 +12,13 @@
  */
 import type { BatchRecord, TargetScorer, TextCodec } from '../contracts';
 import { MempoError } from '../errors';
+import { mixSeed } from '../rng';
 import { advantageSchema, memorySchema, parseOptions, type AdvantageOptions, type MemoryOptions } from '../options';
-import type { CapturedCall, EpisodeRecorder } from './capture';
+import { EPISODE_HEADER, type CapturedCall, type EpisodeRecorder } from './capture';
 import { episodeRecords, type AgentRecordSource, type AgentTask, type RecordOrigin, type ScoredEpisode } from './episode-records';
 import { scoreEpisodeMemory } from './episode-memory';
 
-/** The header that names an episode on every call. */
-export const EPISODE_HEADER = 'x-mempo-episode';
+export { EPISODE_HEADER };
 
 /** What an agent run gets: where the endpoint is and how to tag its calls. */
 export interface AgentClient {
@@ -32,6 +32,17 @@ export interface AgentClient {
   episode: string;
   /** Headers to send on every call: `{ 'x-mempo-episode': episode }` (the SDKs' `defaultHeaders`). */
   headers: Record<string, string>;
+  /** Which run of its task's group this is (0-based). */
+  sample: number;
+  /** The model's context (prompt + new tokens), when the endpoint said; a call past it is refused. */
+  maxContextTokens: number | null;
+  /**
+   * A sampling seed for the run's call `round` (1-based): the seed the built-in pipeline's
+   * continuous schedule gives round `round` of this trajectory, mixSeed(seed, batch, slot,
+   * sample, round), where the task is question `slot` of batch `batch` of `questionsPerBatch`.
+   * Send it as the request's `seed` to sample what the built-in agent would (docs/agents.md).
+   */
+  seedFor(round: number): number;
 }
 
 /** What the reward sees of a finished run. */
@@ -47,6 +58,8 @@ export interface CaptureEndpoint {
   apiKey?: string;
   model: string;
   recorder: EpisodeRecorder;
+  /** The served model's context (max_model_len), handed to the agent as `client.maxContextTokens`. */
+  maxContextTokens?: number;
 }
 
 export interface CollectOptions<T extends AgentTask, R> {
@@ -65,6 +78,10 @@ export interface CollectOptions<T extends AgentTask, R> {
   advantage?: Partial<AdvantageOptions>;
   /** Prefix of the episode ids (default 'ep'): ids are `${prefix}-${task.id}-${sample}`. */
   episodePrefix?: string;
+  /** The run's seed behind `client.seedFor` (default 0). */
+  seed?: number;
+  /** Tasks per batch behind `client.seedFor`'s (batch, slot) (default: all tasks one batch). */
+  questionsPerBatch?: number;
 }
 
 export interface CollectResult {
@@ -105,12 +122,20 @@ export async function collectEpisodes<T extends AgentTask, R>(o: CollectOptions<
     ids.add(t.id);
   }
   const prefix = o.episodePrefix ?? 'ep';
-  const runs = o.tasks.flatMap((task) => Array.from({ length: groupSize }, (_, sample) => ({ task, sample, id: `${prefix}-${task.id}-${sample}` })));
+  const seed = o.seed ?? 0;
+  if (!Number.isSafeInteger(seed) || seed < 0) throw new MempoError('ERR_INVALID_OPTION', `collectEpisodes: seed must be an integer >= 0 but received ${seed}`);
+  const perBatch = positive(o.questionsPerBatch, 'questionsPerBatch', Math.max(1, o.tasks.length));
+  const runs = o.tasks.flatMap((task, i) => Array.from({ length: groupSize }, (_, sample) => ({
+    task, sample, id: `${prefix}-${task.id}-${sample}`, batch: Math.floor(i / perBatch), slot: i % perBatch,
+  })));
   const scored = new Map<string, ScoredEpisode>();
   const failed: CollectResult['failed'] = [];
   const { recorder } = o.endpoint;
-  await pool(runs, concurrency, async ({ task, id }) => {
-    const client: AgentClient = { baseURL: o.endpoint.baseURL, apiKey: o.endpoint.apiKey ?? 'none', model: o.endpoint.model, episode: id, headers: { [EPISODE_HEADER]: id } };
+  await pool(runs, concurrency, async ({ task, id, sample, batch, slot }) => {
+    const client: AgentClient = {
+      baseURL: o.endpoint.baseURL, apiKey: o.endpoint.apiKey ?? 'none', model: o.endpoint.model, episode: id, headers: { [EPISODE_HEADER]: id },
+      sample, maxContextTokens: o.endpoint.maxContextTokens ?? null, seedFor: (round: number) => mixSeed(seed, batch, slot, sample, round),
+    };
     let reward: number | null;
     let error: string | null = null;
     try {

@@ -10,7 +10,9 @@ import { MempoError } from '../errors';
 import { addPipelineOptions, addServerOptions, int, intOrNone, NONE, orNull, pipelineOptionsFromFlags, serverSettingsFromFlags } from './options';
 import { EMBEDDED, packageVersion } from '../paths';
 import { DEFAULTS } from '../options';
-import { executeRun } from './run';
+import { executeRun, openEngine, selectQuestions, shuffled } from './run';
+import { agentOptions, agentTasks, executeAgentRollout, refuseBuiltInFlags } from './agent';
+import { loadAgentModule } from '../agents/agent-module';
 import type { RunIO, RunSettings } from './run-settings';
 import { openCorpus } from './inputs';
 import { createRetrievalServer, listen, RETRIEVAL_SERVER_DEFAULTS, RETRIEVER_GUARDED } from '../servers/retrieval-server';
@@ -89,6 +91,18 @@ function settingsFrom(kind: 'rollout' | 'eval', o: Record<string, unknown>, cmd:
   };
 }
 
+/** `mempo rollout --agent` (src/cli/agent.ts): the module loaded and its tasks chosen before anything is written. */
+async function runAgentRollout(opts: Record<string, unknown>, cmd: Command, io: RunIO): Promise<void> {
+  const file = opts['agent'] as string;
+  refuseBuiltInFlags(cmd, 'rollout', file);
+  const s = settingsFrom('rollout', opts, cmd);
+  const module = await loadAgentModule(file);
+  const fromFlags = cmd.getOptionValueSource('questions') === 'cli' || cmd.getOptionValueSource('split') === 'cli';
+  const tasks = agentTasks(s, module, fromFlags, () => selectQuestions(s), shuffled);
+  const warn = (m: string) => void io.stderr.write(`warning: ${m}\n`);
+  await executeAgentRollout(s, { module, concurrency: opts['agentConcurrency'] as number }, tasks, io, () => openEngine(s, io, warn));
+}
+
 function common(cmd: Command, kind: 'rollout' | 'eval' | 'train'): Command {
   cmd
     .option('--questions <file>', 'questions JSONL ({ id, question, golds }; optional hops, objectives)')
@@ -130,7 +144,8 @@ export function buildProgram(io: RunIO, onDone: (code: number) => void): Command
       .option('--report-questions <n>', 'questions shown in report.html', int(1), DEFAULTS.reportQuestions)
       .exitOverride()
       .action(async (opts: Record<string, unknown>) => {
-        await executeRun(settingsFrom(kind, opts, cmd), io);
+        if (kind === 'rollout' && opts['agent'] !== undefined) await runAgentRollout(opts, cmd, io);
+        else await executeRun(settingsFrom(kind, opts, cmd), io);
         onDone(0);
       });
   const rollout = common(new Command('rollout'), 'rollout')
@@ -138,6 +153,7 @@ export function buildProgram(io: RunIO, onDone: (code: number) => void): Command
     .description('Sample groups of multi-turn search trajectories, score them (outcome + memory rewards) and write a training batch: DIR/batch.jsonl, DIR/summary.json, DIR/report.html.')
     .requiredOption('--out <dir>', 'output directory')
     .option('--export <formats>', 'also write the batch for another trainer (docs/export.md): verl (DIR/batch.verl.safetensors), trl (DIR/batch.trl.json), tensors (DIR/batch.tensors.npz); repeat the flag or comma-separate', exportFormatList);
+  agentOptions(rollout);
   runOutputs(rollout, 'rollout');
   const evalCmd = common(new Command('eval'), 'eval')
     .summary('evaluate a context policy on a question split')
@@ -182,15 +198,17 @@ export function buildProgram(io: RunIO, onDone: (code: number) => void): Command
     .option('--threads <n>', 'ONNX Runtime intra-op threads (default: all cores; more than the machine has are lowered to that, with a warning)', int(1))
     .option('--token <token>', `bearer token every request but GET /health must carry (also ${SERVER_TOKEN_ENV}); required when --host is not a loopback address`)
     .option('--chat-template <file>', "Jinja chat template for POST /v1/chat/completions instead of the model's own (as vLLM's --chat-template)")
+    .option('--record <file>', 'record calls tagged with an episode (header x-mempo-episode, metadata.mempo_episode or user) and append each episode finished with POST /v1/episodes/{id}/finish to FILE as a JSON line (fsynced); on Ctrl-C/SIGTERM the unfinished ones are named')
     .exitOverride()
     .action(async (opts: Record<string, unknown>) => {
-      const { server, model } = await startServe(opts, io);
+      const { server, model, record } = await startServe(opts, io);
       await closeOnSignal(server);
+      record?.close(io.stderr);
       await model.dispose();
       onDone(0);
     });
   const exportCmd = exportCommand(io, onDone);
-  const train = trainCommand(io, onDone, (c) => common(c, 'train'), (o, c) => settingsFrom('rollout', o, c));
+  const train = trainCommand(io, onDone, (c) => agentOptions(common(c, 'train')), (o, c) => settingsFrom('rollout', o, c));
   for (const sub of [rollout, evalCmd, train, exportCmd, serveRetriever, serve]) {
     sub.configureOutput({ writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) });
     program.addCommand(sub);

@@ -96,7 +96,7 @@ async function runIn(s: RunSettings, io: RunIO, out: string | null, questions: Q
 }
 
 /** The questions file, shuffled (seeded) and sliced by --offset / --limit. */
-function selectQuestions(s: RunSettings): Question[] {
+export function selectQuestions(s: RunSettings): Question[] {
   let questions: Question[] = readQuestionFiles(s.questions);
   if (s.shuffle) questions = shuffled(questions, s.options.rollout.seed);
   questions = questions.slice(s.offset);

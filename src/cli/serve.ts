@@ -13,11 +13,14 @@ import { createCompletionsServer, listen } from '../servers/completions-server';
 import { checkChatTemplate } from '../servers/chat-template';
 import { boundThreads, checkManifest, checkModelConfig } from './inputs';
 import type { RunIO } from './run-settings';
+import { EpisodeLog } from './serve-record';
 
 export interface Serving {
   server: Server;
   model: LocalModel;
   url: string;
+  /** --record FILE: the episode log; `close` it after the server closed. */
+  record?: EpisodeLog;
 }
 
 /** Starts serving with commander's `mempo serve` options; `env` supplies MEMPO_SERVE_TOKEN. */
@@ -28,6 +31,8 @@ export async function startServe(opts: Record<string, unknown>, io: RunIO, env: 
   await requireTokenOffLoopback(host, token !== undefined);
   const warn = (m: string) => void io.stderr.write(`warning: ${m}\n`);
   const chatTemplate = readChatTemplate(opts['chatTemplate'] as string | undefined);
+  const recordFile = opts['record'] as string | undefined;
+  const record = recordFile === undefined ? undefined : new EpisodeLog(recordFile);
   checkModelConfig(dir);
   checkManifest(dir, warn);
   const given = opts['threads'] as number | undefined;
@@ -43,15 +48,18 @@ export async function startServe(opts: Record<string, unknown>, io: RunIO, env: 
       maxBodyBytes: opts['maxBody'] as number,
       ...(token === undefined ? {} : { token }),
       ...(chatTemplate === undefined ? {} : { chatTemplate }),
+      ...(record === undefined ? {} : { recorder: record.recorder, onEpisodeFinished: record.onFinished }),
     });
     url = await listen(server, opts['port'] as number, host);
   } catch (err) {
     await model.dispose();
+    record?.close({ write: () => true });
     throw err;
   }
   const auth = token === undefined ? '' : '; every request but GET /health needs Authorization: Bearer <token>';
-  io.stderr.write(`mempo serve: model "${name}" from ${dir}, listening on ${url} (POST /v1/chat/completions, POST /v1/completions, POST /generate${auth})\n`);
-  return { server, model, url };
+  const rec = record === undefined ? '' : `; episodes tagged x-mempo-episode are appended to ${record.file} when POST /v1/episodes/{id}/finish`;
+  io.stderr.write(`mempo serve: model "${name}" from ${dir}, listening on ${url} (POST /v1/chat/completions, POST /v1/completions, POST /generate${auth}${rec})\n`);
+  return { server, model, url, ...(record === undefined ? {} : { record }) };
 }
 
 /** The text of --chat-template FILE, read before the model loads so that a wrong path fails fast. */

@@ -8,6 +8,8 @@ import { int, num } from './options';
 import { executeTrain, type TrainSettings } from './train';
 import { LEARNER_DEFAULTS } from '../learner/http-learner';
 import type { RunIO, RunSettings } from './run-settings';
+import { refuseBuiltInFlags } from './agent';
+import { loadAgentModule } from '../agents/agent-module';
 
 const D = trainSchema.parse({});
 const pos = num((x) => x > 0 && Number.isFinite(x), 'a positive number');
@@ -50,6 +52,8 @@ export function trainCommand(io: RunIO, onDone: (code: number) => void, inputs: 
     .addOption(new Option('--device <d>', 'device of the spawned learner').choices(['auto', 'cpu', 'cuda']).default('auto'))
     .exitOverride()
     .action(async (o: Record<string, unknown>) => {
+      const agentFile = o['agent'] as string | undefined;
+      if (agentFile !== undefined) refuseBuiltInFlags(cmd, 'train', agentFile);
       const run = runSettings(o, cmd);
       if (o['learner'] !== undefined && cmd.getOptionValueSource('learnerProcs') === 'cli') {
         throw new MempoError('ERR_INVALID_OPTION', `--learner-procs ${String(o['learnerProcs'])} is for the learner mempo spawns, not for --learner ${String(o['learner'])}: start that one with python -m mempo_learner --nproc N (docs/learner.md)`);
@@ -60,7 +64,7 @@ export function trainCommand(io: RunIO, onDone: (code: number) => void, inputs: 
       }
       const train = resolveTrainOptions({
         steps: o['steps'], questionsPerStep: o['questionsPerStep'], ppoEpochs: o['ppoEpochs'], miniBatches: o['miniBatches'],
-        microBatchTokens: o['microBatchTokens'], oldLogp: asyncLevel > 0 ? 'sampler' : o['oldLogp'], asyncLevel, evalEvery: o['evalEvery'], evalQuestions: o['evalQuestions'],
+        microBatchTokens: o['microBatchTokens'], oldLogp: asyncLevel > 0 ? 'sampler' : o['oldLogp'], asyncLevel, evalEvery: agentFile === undefined ? o['evalEvery'] : 0, evalQuestions: o['evalQuestions'],
         checkpointEvery: o['checkpointEvery'], keepCheckpoints: o['keepCheckpoints'], seed: run.options.rollout.seed,
         loss: { clipLow: o['clipLow'], clipHigh: o['clipHigh'], clipC: o['clipC'], aggMode: o['aggMode'], klCoef: o['klCoef'], klType: o['klType'] },
         optim: { lr: o['lr'], weightDecay: o['weightDecay'], maxGradNorm: o['maxGradNorm'] },
@@ -80,6 +84,11 @@ export function trainCommand(io: RunIO, onDone: (code: number) => void, inputs: 
         },
         force: Boolean(o['force']),
         report: o['report'] !== false,
+        agent: agentFile === undefined ? null : {
+          module: await loadAgentModule(agentFile),
+          concurrency: o['agentConcurrency'] as number,
+          fromFlags: cmd.getOptionValueSource('questions') === 'cli' || cmd.getOptionValueSource('split') === 'cli',
+        },
       };
       await executeTrain(s, io);
       onDone(0);

@@ -18,6 +18,8 @@ import type { TrainPhase } from '../train/step';
 import { trainReportHtml } from '../io/train-report';
 import { checkManifest, checkModelConfig, describeRetriever, dropOverlong } from './inputs';
 import { openEngine, openRetriever, shuffled } from './run';
+import { agentRolloutSource, agentTasks, openAgentEndpoint, type AgentRunSettings } from './agent';
+import type { LocalModel } from '../engines/local/local-model';
 import type { RunIO, RunSettings } from './run-settings';
 import { fingerprint, holdRunDir } from './run-dir';
 
@@ -31,6 +33,8 @@ export interface TrainSettings {
   learner: { url: string | null; token: string | null; python: string | null; device: 'auto' | 'cpu' | 'cuda'; procs: number; timeoutMs: number };
   force: boolean;
   report: boolean;
+  /** `--agent FILE`: each step's batch from an agent of one's own (src/cli/agent.ts); `fromFlags`: --questions / --split given. */
+  agent?: (AgentRunSettings & { fromFlags: boolean }) | null;
 }
 
 function fmt(x: number | null | undefined, d = 3): string {
@@ -71,6 +75,11 @@ async function openLearner(s: TrainSettings, io: RunIO): Promise<Learner> {
 
 /** The training questions in the run's seeded order (all of --questions after --offset / --limit). */
 function trainOrder(s: TrainSettings): Question[] {
+  const a = s.agent ?? null;
+  if (a !== null && !a.fromFlags && a.module.tasks !== null) {
+    // The module's own tasks, sliced like questions; Question's optional fields stay unset.
+    return shuffled(agentTasks(s.run, a.module, false, () => [], shuffled) as Question[], s.train.seed);
+  }
   let qs = readQuestionFiles(s.run.questions).slice(s.run.offset);
   if (s.run.limit !== null) qs = qs.slice(0, s.run.limit);
   if (qs.length === 0) throw new MempoError('ERR_INVALID_INPUT', `${s.run.questions.join(', ')}: no training questions after --offset ${s.run.offset}`);
@@ -80,7 +89,7 @@ function trainOrder(s: TrainSettings): Question[] {
 /** What names the run's data beyond the options (trainer.json, checked on --resume): the questions file and slice, model, corpus or retriever, eval file. */
 function runIdentity(s: TrainSettings): Record<string, unknown> {
   const { kind: _kind, options: _options, ...id } = fingerprint(s.run);
-  return { kind: 'train', ...id, evalFile: resolve(s.evalQuestions) };
+  return { kind: 'train', ...id, evalFile: resolve(s.evalQuestions), ...(s.agent ? { agent: s.agent.module.file, questionsFrom: s.agent.fromFlags || s.agent.module.tasks === null ? 'flags' : 'module' } : {}) };
 }
 
 /**
@@ -111,7 +120,8 @@ export async function executeTrain(s: TrainSettings, io: RunIO): Promise<StepMet
   const warn = (m: string) => void io.stderr.write(`warning: ${m}\n`);
   const order = trainOrder(s);
   // A fixed mixed slice (the split is ordered by kind): shuffled with seed 0 whatever the run's seed, so every run evaluates on the same questions.
-  const dev = shuffled(readQuestions(s.evalQuestions), 0).slice(0, s.train.evalQuestions);
+  // With --agent there is no dev evaluation (it would run the built-in agent): evalEvery is 0.
+  const dev = s.agent ? [] : shuffled(readQuestions(s.evalQuestions), 0).slice(0, s.train.evalQuestions);
   checkModelConfig(s.run.model, (s.run.server ?? null) !== null);
   checkManifest(s.run.model, warn);
   // Before the settings: a retrieval server with pages turns the page tool on (options.tool.access).
@@ -139,6 +149,12 @@ async function train(
     throw e;
   });
   const progress = trainProgress(io, s.run.quiet, s.train.steps);
+  const agent = s.agent ?? null;
+  const endpoint = agent === null ? null : await openAgentEndpoint(engine.engine as LocalModel).catch(async (e: unknown) => {
+    await learner.close();
+    await engine.local?.dispose();
+    throw e;
+  });
   // Ctrl-C: the checkpoints on disk are whole (a step in progress is redone); the learner exits with us (--parent-pid).
   const onSigint = (sig: NodeJS.Signals) => {
     io.stderr.write(`\ninterrupted: ${out} keeps its complete checkpoints; rerun with --resume to continue from the newest\n`);
@@ -150,7 +166,8 @@ async function train(
     const info = await learner.info();
     const memory = s.run.options.memory.enabled;
     if (!s.run.quiet) {
-      io.stderr.write(`mempo train: ${s.train.steps} steps × ${s.train.questionsPerStep} questions × ${s.run.options.rollout.groupSize} samples (${memory ? 'MemPO' : 'GRPO: no memory reward'}), ${engine.source}, ${describeRetriever(retriever)}, ${learner.name} (${info.learner}, ${info.parameters} parameters, ${info.device}/${info.dtype}), out ${out}\n`);
+      const who = agent === null || endpoint === null ? describeRetriever(retriever) : `agent ${agent.module.file} against ${endpoint.baseURL}`;
+      io.stderr.write(`mempo train: ${s.train.steps} steps × ${s.train.questionsPerStep} questions × ${s.run.options.rollout.groupSize} samples (${memory ? 'MemPO' : 'GRPO: no memory reward'}), ${engine.source}, ${who}, ${learner.name} (${info.learner}, ${info.parameters} parameters, ${info.device}/${info.dtype}), out ${out}\n`);
     }
     const sync = async (dir: string): Promise<void> => {
       if (engine.server !== null) await engine.server.updateWeightsFromDisk(dir);
@@ -168,10 +185,12 @@ async function train(
         onPhase: progress.onPhase,
         ...(engine.local === null ? {} : { baseWeights: s.run.model }),
         ...(info.maxContext === undefined ? {} : { maxContext: info.maxContext }),
+        ...(agent === null || endpoint === null ? {} : { rollout: agentRolloutSource(s.run, agent, endpoint, engine.engine as LocalModel, io) }),
       },
       {
         out,
-        order: dropOverlong(run.order, engine.engine, s.run.options, s.run.questions.join(', '), warn),
+        // An agent renders its own prompts: the built-in prompt's length says nothing about them.
+        order: agent !== null ? run.order : dropOverlong(run.order, engine.engine, s.run.options, s.run.questions.join(', '), warn),
         resume: run.from !== null,
         ...(run.from === null ? {} : { from: run.from }),
         settings: run.settings,
@@ -185,6 +204,7 @@ async function train(
   } finally {
     process.removeListener('SIGINT', onSigint);
     process.removeListener('SIGTERM', onSigint);
+    await endpoint?.close();
     await learner.close();
     await engine.local?.dispose();
   }

@@ -16,6 +16,7 @@ import type { ChatRequest } from './chat-requests';
 import type { ChatTemplater } from './chat-template';
 import { parseToolCalls, TOOL_CALL_OPEN, type ToolCall } from './chat-tools';
 import { safeText, TokenTap, type EventStream, type TapToken } from './openai-stream';
+import type { CallCapture } from './capture-hook';
 
 interface LogprobEntry {
   token: string;
@@ -111,17 +112,19 @@ export class ChatHandlers {
   }
 
   /** POST /v1/chat/completions; with `events` (stream: true) the answer goes out as chunks and this resolves to undefined. */
-  async chat(r: ChatRequest, signal?: AbortSignal, events?: EventStream): Promise<unknown> {
+  async chat(r: ChatRequest, signal?: AbortSignal, events?: EventStream, capture?: CallCapture): Promise<unknown> {
     const { prompt, maxTokens } = this.prepare(r);
+    capture?.admit(prompt.length, maxTokens);
     if (r.stream) {
       if (events === undefined) throw new Error('a streamed request needs its event stream');
-      return this.streamed(r, prompt, maxTokens, signal, events);
+      return this.streamed(r, prompt, maxTokens, signal, events, capture);
     }
     const entries: LogprobEntry[][] = [];
     // Alternatives come from a tap; the chosen tokens' log-probs from the generator.
     const tops: ([number, number][] | null)[][] = Array.from({ length: r.n }, () => []);
     const sampled = r.topLogprobs === 0 ? undefined : new TokenTap(r.n, r.temperature, false, r.topLogprobs, (k, toks) => tops[k]!.push(...toks.map((t) => t.top)));
     const [results] = await this.core.sample([prompt], r.n, this.settings(r, maxTokens), signal, sampled);
+    if (capture !== undefined) capture.record(prompt, results![0]!, this.output(r, results![0]!).finishReason);
     let generated = 0;
     const choices = results!.map((g, k) => {
       generated += g.tokenIds.length;
@@ -156,7 +159,7 @@ export class ChatHandlers {
    * that is safe to show so far, the token's log-probs and id), then the rest of the content or
    * the tool calls and the finish reason; after all choices the usage chunk when asked, then [DONE].
    */
-  private async streamed(r: ChatRequest, prompt: number[], maxTokens: number, signal: AbortSignal | undefined, events: EventStream): Promise<undefined> {
+  private async streamed(r: ChatRequest, prompt: number[], maxTokens: number, signal: AbortSignal | undefined, events: EventStream, capture: CallCapture | undefined): Promise<undefined> {
     const id = `chatcmpl-${randomBytes(12).toString('hex')}`;
     const created = Math.floor(Date.now() / 1000);
     const base = { id, object: 'chat.completion.chunk', created, model: this.core.modelName };
@@ -193,7 +196,9 @@ export class ChatHandlers {
       if (delta !== '' || out.toolCalls.length > 0 || toks.length > 0) send(choice);
       send({ index: k, delta: {}, logprobs: null, finish_reason: out.finishReason, stop_reason: out.stopReason });
     });
-    await this.core.sample([prompt], r.n, this.settings(r, maxTokens), signal, tap);
+    const [results] = await this.core.sample([prompt], r.n, this.settings(r, maxTokens), signal, tap);
+    // Recorded before [DONE]: a client that saw the end of its stream saw a recorded call.
+    if (capture !== undefined) capture.record(prompt, results![0]!, this.output(r, results![0]!).finishReason);
     if (r.includeUsage) {
       const generated = ids.reduce((a, s) => a + s.length, 0);
       events.send({ ...base, choices: [], usage: { prompt_tokens: prompt.length, completion_tokens: generated, total_tokens: prompt.length + generated } });

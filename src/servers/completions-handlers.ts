@@ -10,6 +10,7 @@ import type { LocalModel } from '../engines/local/local-model';
 import type { GenerationResult } from '../engines/local/generate';
 import { bad, type CompletionRequest, type GenerateRequest, type SamplingRequest } from './completions-requests';
 import { safeText, TokenTap, type EventStream, type TapToken } from './openai-stream';
+import type { CallCapture } from './capture-hook';
 
 export type SamplingSettings = Omit<SamplingRequest, 'prompts' | 'batch' | 'n'> & {
   stopTokenIds: number[];
@@ -85,14 +86,17 @@ export class CompletionsHandlers {
   }
 
   /** POST /v1/completions: one choice per prompt and sample, index = prompt × n + sample. */
-  async complete(r: CompletionRequest, signal?: AbortSignal, events?: EventStream): Promise<unknown> {
+  async complete(r: CompletionRequest, signal?: AbortSignal, events?: EventStream, capture?: CallCapture): Promise<unknown> {
     this.checkModel(r.model);
     if (r.stream) {
       if (events === undefined) throw new Error('a streamed request needs its event stream');
       if (r.echo) throw bad('echo', 'not supported with "stream": true by mempo serve');
       if (r.promptLogprobs !== null) throw bad('prompt_logprobs', 'not supported with "stream": true by mempo serve');
-      return this.completeStreamed(r, signal, events);
+      capture?.admit(r.prompts[0]!.length, r.maxTokens);
+      return this.completeStreamed(r, signal, events, capture);
     }
+    // A tagged call has one prompt and n = 1 (src/servers/capture-hook.ts).
+    capture?.admit(r.prompts[0]!.length, r.maxTokens);
     let plp: VllmPromptLogprobs[] | undefined;
     if (r.promptLogprobs !== null) {
       const lps = await this.promptLogprobs(r.prompts, signal);
@@ -100,6 +104,7 @@ export class CompletionsHandlers {
       plp = r.prompts.map((p, k) => [null, ...p.slice(1).map((id, i) => ({ [String(id)]: { logprob: lps[k]![i]!, rank: 1, decoded_token: this.piece(id) } }))]);
     }
     const results = await this.sample(r.prompts, r.n, { ...r, stopTokenIds: [] }, signal);
+    if (capture !== undefined) capture.record(r.prompts[0]!, results[0]![0]!, isLength(results[0]![0]!) ? 'length' : 'stop');
     const choices: unknown[] = [];
     let generated = 0;
     results.forEach((rs, p) => rs.forEach((g, j) => {
@@ -122,7 +127,7 @@ export class CompletionsHandlers {
    * log-prob, its id with return_token_ids), then each choice's last chunk with its finish reason,
    * then the usage chunk (stream_options.include_usage). The texts add up to the unstreamed text.
    */
-  private async completeStreamed(r: CompletionRequest, signal: AbortSignal | undefined, events: EventStream): Promise<undefined> {
+  private async completeStreamed(r: CompletionRequest, signal: AbortSignal | undefined, events: EventStream, capture: CallCapture | undefined): Promise<undefined> {
     const id = `cmpl-${randomBytes(8).toString('hex')}`;
     const created = Math.floor(Date.now() / 1000);
     const ids: number[][] = [];
@@ -145,7 +150,9 @@ export class CompletionsHandlers {
       }
       if (toks.length > 0 || g !== null) chunk(choice);
     });
-    await this.sample(r.prompts, r.n, { ...r, stopTokenIds: [] }, signal, tap);
+    const results = await this.sample(r.prompts, r.n, { ...r, stopTokenIds: [] }, signal, tap);
+    // Recorded before [DONE]: a client that saw the end of its stream saw a recorded call.
+    if (capture !== undefined) capture.record(r.prompts[0]!, results[0]![0]!, isLength(results[0]![0]!) ? 'length' : 'stop');
     if (r.includeUsage) {
       const promptTokens = r.prompts.reduce((a, p) => a + p.length, 0);
       const generated = ids.reduce((a, s) => a + s.length, 0);

@@ -72,6 +72,7 @@ import { bearerMatches, checkToken, requireTokenOffLoopback } from './auth';
 import { listenOn, readBody, RequestError, sendJson } from './http';
 import { Limiter } from './limiter';
 import { updateWeightsFromDisk, WeightGate } from './weight-update';
+import { CaptureHook, type CallCapture, type CaptureServerOptions } from './capture-hook';
 
 export { RequestError };
 export { parseCompletionRequest, parseGenerateRequest, type CompletionRequest, type GenerateRequest } from './completions-requests';
@@ -85,7 +86,8 @@ export const COMPLETIONS_SERVER_DEFAULTS = {
   maxN: 64,
 } as const;
 
-export interface CompletionsServerOptions {
+/** Capture (`recorder`, `weightVersion`, `onEpisodeFinished`): src/servers/capture-hook.ts. */
+export interface CompletionsServerOptions extends CaptureServerOptions {
   /** Name reported by /v1/models and checked against the request's `model` (default 'mempo-tiny'). */
   modelName?: string;
   /** Largest request body accepted, in bytes (default 4 MiB); larger ones get 413. */
@@ -136,28 +138,40 @@ export function createCompletionsServer(model: LocalModel, options: CompletionsS
   const limiter = new Limiter(Math.max(1, options.maxConcurrency ?? D.maxConcurrency), Math.max(0, options.maxQueue ?? D.maxQueue));
   const gate = new WeightGate();
   const token = checkToken(options.token, 'createCompletionsServer option token');
+  let updates = 0;
+  const capture = options.recorder === undefined ? undefined : new CaptureHook({ ...options, recorder: options.recorder }, () => updates);
+  /** A tagged call's capture is released however the call ends (recorded calls have nothing left to release). */
+  const captured = <T>(cap: CallCapture | undefined, p: Promise<T>): Promise<T> => (cap === undefined ? p : p.finally(() => cap.release()));
   /**
    * A parsed request, run after any weight update in progress, in its turn of the queue; `ctl`
    * aborts when its client goes away. A streamed answer is written to `events` (payload undefined).
    */
-  const handle = (path: string, text: string, ctl: AbortController, events: EventStream): Promise<{ status: number; payload: unknown }> => {
-    if (path === '/update_weights_from_disk') return updateWeightsFromDisk(model, gate, text);
+  const handle = async (req: http.IncomingMessage, path: string, text: string, ctl: AbortController, events: EventStream): Promise<{ status: number; payload: unknown }> => {
+    if (path === '/update_weights_from_disk') {
+      const out = await updateWeightsFromDisk(model, gate, text);
+      if (out.status === 200) updates++;
+      return out;
+    }
     const ok = (payload: unknown) => ({ status: 200, payload });
     if (path === '/generate') {
       const r = parseGenerateRequest(text, limits);
+      capture?.refuseTagged(req, path);
       return gate.run(ctl, () => limiter.run((s) => handlers.generate(r, s), ctl.signal)).then(ok);
     }
     if (path === '/v1/chat/completions') {
       const r = parseChatRequest(text, limits);
-      return gate.run(ctl, () => limiter.run((s) => chat.chat(r, s, events), ctl.signal)).then(ok);
+      const cap = capture?.call(req, text, r.n, 1);
+      return captured(cap, gate.run(ctl, () => limiter.run((s) => chat.chat(r, s, events, cap), ctl.signal))).then(ok);
     }
     const r = parseCompletionRequest(text, limits);
-    return gate.run(ctl, () => limiter.run((s) => handlers.complete(r, s, events), ctl.signal)).then(ok);
+    const cap = capture?.call(req, text, r.n, r.prompts.length);
+    return captured(cap, gate.run(ctl, () => limiter.run((s) => handlers.complete(r, s, events, cap), ctl.signal))).then(ok);
   };
   const server = http.createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0] ?? '/';
     if (token !== undefined && !(path === '/health' && req.method === 'GET') && !bearerMatches(req, token)) return sendError(res, 401, 'a valid Authorization: Bearer <token> is required (mempo serve --token)');
-    if (!API_PATHS.has(path)) return serveInfo(req, res, path, handlers.modelName, config.maxPositions);
+    const episodes = CaptureHook.owns(path);
+    if (!API_PATHS.has(path) && !episodes) return serveInfo(req, res, path, handlers.modelName, config.maxPositions);
     if (req.method !== 'POST') return sendError(res, 405, `method ${req.method} not allowed; use POST ${path}`);
     // 'close' before the answer was written: the client went away (disconnect, timeout).
     const gone = new AbortController();
@@ -165,8 +179,9 @@ export function createCompletionsServer(model: LocalModel, options: CompletionsS
       if (!res.writableEnded) gone.abort();
     });
     const events = new EventStream(res);
+    if (episodes && capture === undefined) return sendError(res, 404, `no such endpoint ${path}: this server records no episodes (createCompletionsServer option recorder, mempo serve --record)`);
     readBody(req, maxBody)
-      .then((text) => handle(path, text, gone, events))
+      .then((text) => (episodes ? capture!.finish(path) : handle(req, path, text, gone, events)))
       .then(({ status, payload }) => {
         if (payload !== undefined) sendJson(res, status, payload);
       })

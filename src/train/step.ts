@@ -17,6 +17,14 @@ import type { TrainOptions } from './options';
 
 export type TrainPhase = 'rollout' | 'update' | 'sync' | 'eval' | 'checkpoint';
 
+/**
+ * A rollout source of one's own (an agent run through the OpenAI-compatible endpoint,
+ * src/agents/collect.ts): step `step`'s batch of `questions`, sampled with the weights the
+ * engines hold now (the last `sync`), seeded with `seed` (mixSeed(train.seed, step), as the
+ * built-in rollout). Its records train as the pipeline's do (trainRows).
+ */
+export type RolloutSource = (step: number, questions: readonly Question[], seed: number) => Promise<{ records: BatchRecord[]; wall?: Record<string, number> }>;
+
 export interface TrainContext {
   generator: Generator;
   /** Memory-reward scorer (the current policy); null without memory rewards. */
@@ -39,6 +47,8 @@ export interface TrainContext {
    * first steps (src/train/overlap.ts); unknown: such a run samples with the checkpoint's weights.
    */
   baseWeights?: string | undefined;
+  /** Where each step's batch comes from instead of the built-in agent loop (runPipeline). */
+  rollout?: RolloutSource | undefined;
 }
 
 /** The questions of step `step` (1-based): consecutive slices of the seeded order, wrapping around. */
@@ -72,6 +82,12 @@ export interface StepRollout {
 /** Samples step `step`'s questions × n with the weights the engines hold now (`full` policy, seed mixSeed(seed, step)), scores them and builds the rows. */
 export async function rolloutStep(ctx: TrainContext, step: number, questions: readonly Question[]): Promise<StepRollout> {
   ctx.onPhase?.(step, 'rollout');
+  if (ctx.rollout !== undefined) {
+    const t0 = performance.now();
+    const got = await ctx.rollout(step, questions, mixSeed(ctx.train.seed, step));
+    const wall = got.wall ?? { rollout: Math.round(performance.now() - t0) };
+    return { step, records: got.records, rows: trainRows(got.records, ctx.maxContext), wall };
+  }
   const options: PipelineOptions = { ...ctx.pipeline, rollout: { ...ctx.pipeline.rollout, context: 'full', seed: mixSeed(ctx.train.seed, step) } };
   const run = await runPipeline({ questions, generator: ctx.generator, scorer: ctx.scorer, retriever: ctx.retriever, options, progress: ctx.rolloutProgress });
   const times = run.stats.times;

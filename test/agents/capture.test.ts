@@ -48,6 +48,22 @@ describe('EpisodeRecorder', () => {
     expect(() => r.record('idle', { promptIds: [1], sampledIds: [], logprobs: [], finishReason: 'stop', weightVersion: 0 })).toThrow(/not open/);
   });
 
+  it('holds the budget of calls admitted and not yet recorded, so calls at once cannot pass a limit together', () => {
+    const r = new EpisodeRecorder({ maxCallsPerEpisode: 2, maxTokensPerEpisode: 30 });
+    const a = r.admit('e', 5, 5);
+    const b = r.tryAdmit('e', 5, 5);
+    expect('limit' in b).toBe(false);
+    expect(r.tryAdmit('e', 1, 1)).toMatchObject({ limit: 'maxCallsPerEpisode' });
+    r.release(b as Exclude<typeof b, { limit: string }>);
+    expect(r.tryAdmit('e', 10, 11)).toMatchObject({ limit: 'maxTokensPerEpisode', message: expect.stringContaining('10 tokens so far + 10 prompt + 11 max new') });
+    r.record('e', { promptIds: [1, 2, 3, 4, 5], sampledIds: [6], logprobs: [-1], finishReason: 'stop', weightVersion: 0 }, a);
+    // recorded: 6 tokens held, not the 10 reserved
+    expect('limit' in r.tryAdmit('e', 10, 14)).toBe(false);
+    r.finish('e');
+    expect(r.tryRecord('e', { promptIds: [1], sampledIds: [], logprobs: [], finishReason: 'stop', weightVersion: 0 })).toMatchObject({ limit: 'finished' });
+    expect(r.get('e')!.calls).toHaveLength(1);
+  });
+
   it('checks episode ids and its own limits', () => {
     expect(checkEpisodeId('run-1/q:3@2', 'x')).toBe('run-1/q:3@2');
     for (const bad of ['', 'a b', 'x'.repeat(129), 7, null, 'é']) expect(() => checkEpisodeId(bad, 'header x-mempo-episode')).toThrow(/header x-mempo-episode: expected an episode id/);

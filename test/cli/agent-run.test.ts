@@ -1,0 +1,81 @@
+/**
+ * `mempo rollout --agent` and `mempo train --agent` end to end with examples/search-agent.mjs (the
+ * built command, dist/cli/main.js, real processes, the real torch learner): the rollout writes the
+ * batch, summary, report and exports, every trajectory sampled by the endpoint and trained as
+ * recorded; two training steps write metrics and checkpoints, and the last checkpoint's weights
+ * differ from the starting model's. Needs the endpoint's capture hook (branch capture:
+ * createCompletionsServer's `recorder`).
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { BatchRecord } from '../../src/contracts';
+import { CausalLM } from '../../src/engines/local/causal-lm';
+import { EMBEDDED } from '../../src/paths';
+
+jest.setTimeout(300_000);
+
+const ROOT = join(__dirname, '..', '..');
+const BIN = join(ROOT, 'dist', 'cli', 'main.js');
+const dir = mkdtempSync(join(tmpdir(), 'mempo-agent-run-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+function mempo(args: string[]): Promise<{ code: number | null; out: string; err: string }> {
+  return new Promise((res, rej) => {
+    const child = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d: Buffer) => { out += d.toString(); });
+    child.stderr.on('data', (d: Buffer) => { err += d.toString(); });
+    child.on('error', rej);
+    child.on('close', (code) => res({ code, out, err }));
+  });
+}
+
+it('rollout --agent writes the batch of the example agent', async () => {
+  const out = join(dir, 'r');
+  const r = await mempo(['rollout', '--agent', 'examples/search-agent.mjs', '--out', out, '-n', '2', '--limit', '2', '--threads', '1', '--export', 'trl']);
+  expect(r.err).not.toMatch(/warning|error/);
+  expect(r.code).toBe(0);
+  for (const f of ['batch.jsonl', 'summary.json', 'report.html', 'batch.trl.json']) expect(existsSync(join(out, f))).toBe(true);
+  const records = readFileSync(join(out, 'batch.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as BatchRecord);
+  const tasks = readFileSync(EMBEDDED.split('train'), 'utf8').trim().split('\n').slice(0, 2).map((l) => (JSON.parse(l) as { id: string }).id);
+  // the module's tasks (the first training questions), --limit 2, two runs each: one sample per episode (its calls extend each other)
+  expect(records.map((x) => x.uid)).toEqual([tasks[0], tasks[0], tasks[1], tasks[1]]);
+  for (const x of records) {
+    expect(x.excluded).toBe(false);
+    expect(x.responseIds.length).toBe(x.responseMask.length);
+    expect(x.responseMask.some((m) => m === 1)).toBe(true);
+    // every sampled token has the sampler's log-prob, every added (observation) token 0
+    x.responseMask.forEach((m, i) => (m === 1 ? expect(x.oldLogp![i]).toBeLessThanOrEqual(0) : expect(x.oldLogp![i]).toBe(0)));
+  }
+  const summary = JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8')) as { trajectories: number; tokensGenerated: number };
+  expect(summary.trajectories).toBe(4);
+  expect(summary.tokensGenerated).toBe(records.reduce((a, x) => a + x.responseMask.filter((m) => m === 1).length, 0));
+});
+
+it('train --agent runs two steps on the example agent and writes checkpoints the endpoint then serves', async () => {
+  const out = join(dir, 't');
+  const r = await mempo(['train', '--agent', 'examples/search-agent.mjs', '--out', out, '-n', '2', '--steps', '2', '--questions-per-step', '2', '--threads', '1', '--lr', '1e-3']);
+  expect(r.code).toBe(0);
+  const lines = readFileSync(join(out, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { step: number; trajectories: number; trained: number; loss: number | null; eval: unknown });
+  expect(lines.map((m) => [m.step, m.trajectories, m.trained])).toEqual([[1, 4, 4], [2, 4, 4]]);
+  for (const m of lines) {
+    expect(m.loss).not.toBeNull();
+    expect(m.eval).toBeNull(); // no dev evaluation with --agent
+  }
+  expect(existsSync(join(out, 'checkpoints', 'step-2'))).toBe(true);
+  // the checkpoint's weights moved off the starting model
+  const probe = [5, 17, 42, 99, 7, 3];
+  const score = async (d: string) => {
+    const m = await CausalLM.load(d, { sessionOptions: { intraOpNumThreads: 1 } });
+    try {
+      return Array.from((await m.scoreTargets([{ contextIds: probe.slice(0, 1), targetIds: probe.slice(1) }], { sharePrefixes: false }))[0]!);
+    } finally {
+      await m.dispose();
+    }
+  };
+  const [a, b] = [await score(EMBEDDED.model()), await score(join(out, 'checkpoints', 'step-2'))];
+  expect(Math.max(...a.map((x, i) => Math.abs(x - b[i]!)))).toBeGreaterThan(1e-4);
+});
