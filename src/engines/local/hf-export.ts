@@ -5,7 +5,7 @@
  * was made from, and which initializer holds each safetensors tensor).
  */
 import { createHash } from 'node:crypto';
-import { closeSync, existsSync, openSync, readdirSync, readSync, statSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { MempoError } from '../../errors';
 import { EMBEDDED } from '../../paths';
@@ -19,10 +19,38 @@ export function exportCommand(dir: string): string {
   return `PYTHONPATH=${EMBEDDED.learner()} python3 -m mempo_learner.export_onnx ${dir}`;
 }
 
-/** True when `dir` holds Hugging Face safetensors weights beside config.json. */
+export const SINGLE_WEIGHTS = 'model.safetensors';
+export const SHARD_INDEX = 'model.safetensors.index.json';
+
+/**
+ * The weights files of a Hugging Face directory, as transformers picks them: the shards that
+ * `model.safetensors.index.json` names (its `weight_map` values), else `model.safetensors`, else
+ * none. Any other `*.safetensors` beside them (a checkpoint's `learner.safetensors`: optimiser
+ * state) is not a weights file. A shard name that is not a plain file name in `dir` is an error
+ * naming the index and the field.
+ */
+export function weightFiles(dir: string): string[] {
+  const index = join(dir, SHARD_INDEX);
+  if (existsSync(index)) {
+    const map = readJson(index, 'safetensors shard index')['weight_map'];
+    if (map === null || typeof map !== 'object' || Array.isArray(map)) throw new MempoError('ERR_MODEL_CONFIG', `${index}: "weight_map" must map tensor names to shard file names`);
+    const shards = new Set<string>();
+    for (const [tensor, file] of Object.entries(map as Record<string, unknown>)) {
+      if (typeof file !== 'string' || !file.endsWith('.safetensors') || file.includes('/') || file.includes('\\') || file.startsWith('.')) {
+        throw new MempoError('ERR_MODEL_CONFIG', `${index}: weight_map["${tensor}"] must be a .safetensors file name inside ${dir}, got ${JSON.stringify(file)}`);
+      }
+      shards.add(file);
+    }
+    if (shards.size === 0) throw new MempoError('ERR_MODEL_CONFIG', `${index}: "weight_map" names no shard`);
+    return [...shards].sort();
+  }
+  return existsSync(join(dir, SINGLE_WEIGHTS)) ? [SINGLE_WEIGHTS] : [];
+}
+
+/** True when `dir` holds Hugging Face safetensors weights (weightFiles) beside config.json. */
 export function hasSafetensors(dir: string): boolean {
   try {
-    return existsSync(join(dir, 'config.json')) && readdirSync(dir).some((n) => n.endsWith('.safetensors'));
+    return existsSync(join(dir, 'config.json')) && (existsSync(join(dir, SINGLE_WEIGHTS)) || existsSync(join(dir, SHARD_INDEX)));
   } catch {
     return false;
   }
@@ -76,7 +104,7 @@ export function checkExportFresh(dir: string): void {
     if (st.size !== entry?.bytes) throw stale(`${name} is ${st.size} bytes, ${manifestPath} says ${String(entry?.bytes)}`);
     if (st.mtimeMs > made && sha256File(p) !== entry.sha256) throw stale(`${name} changed after the export (sha256 differs from ${manifestPath})`);
   }
-  for (const n of readdirSync(dir)) {
-    if (n.endsWith('.safetensors') && !(n in source)) throw stale(`${n} is not among the files it was made from`);
+  for (const n of weightFiles(dir)) {
+    if (!(n in source)) throw stale(`${n} is not among the files it was made from`);
   }
 }
