@@ -5,7 +5,7 @@
  * was made from, and which initializer holds each safetensors tensor).
  */
 import { createHash } from 'node:crypto';
-import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readdirSync, readSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { MempoError } from '../../errors';
 import { EMBEDDED } from '../../paths';
@@ -54,6 +54,37 @@ export function hasSafetensors(dir: string): boolean {
   } catch {
     return false;
   }
+}
+
+/** The `model_type`s the exporter (learner/mempo_learner/export_onnx.py) has a path for. */
+export const EXPORT_MODEL_TYPES = ['qwen3', 'llama', 'qwen2'];
+const PICKLE_SUFFIXES = ['.bin', '.pt', '.pth', '.ckpt'];
+
+/**
+ * Why a directory with config.json but neither an ONNX model nor its export cannot run, when the
+ * reason is one no export can fix: its weights are only a pickle (never loaded: unpickling runs
+ * code), or its config's model_type has no export path. Null otherwise.
+ */
+export function unexportable(dir: string): MempoError | null {
+  let names: string[];
+  try {
+    names = readdirSync(dir).sort();
+  } catch {
+    return null;
+  }
+  const configPath = join(dir, 'config.json');
+  if (weightFiles(dir).length === 0) {
+    const pickle = names.find((n) => PICKLE_SUFFIXES.some((x) => n.endsWith(x)));
+    if (pickle !== undefined) {
+      return new MempoError('ERR_MODEL_FILE_MISSING', `${join(dir, pickle)} is a pickle, which mempo never loads (unpickling can run any code), and ${dir} has no model.safetensors: convert the weights with save_pretrained(..., safe_serialization=True)`);
+    }
+    return null;
+  }
+  const mt = readJson(configPath, 'model config')['model_type'];
+  if (typeof mt !== 'string' || !EXPORT_MODEL_TYPES.includes(mt)) {
+    return new MempoError('ERR_MODEL_CONFIG', `${configPath}: model_type ${JSON.stringify(mt ?? null)} has no ONNX export path in mempo (supported: ${EXPORT_MODEL_TYPES.join(', ')})`);
+  }
+  return null;
 }
 
 /** ERR_MODEL_FILE_MISSING for a Hugging Face directory without its ONNX export, with the command that makes it. */
