@@ -51,16 +51,33 @@ def sha256_file(path: str) -> str:
 
 
 def weight_files(model_dir: str):
-    """The safetensors files of `model_dir` (a pickle checkpoint is refused, never loaded)."""
+    """The weights files of `model_dir` as transformers picks them: the shards that
+    model.safetensors.index.json names, else model.safetensors (another *.safetensors beside them,
+    a checkpoint's learner.safetensors, is not weights). A pickle checkpoint is refused, never loaded."""
     names = sorted(os.listdir(model_dir))
-    st = [n for n in names if n.endswith(".safetensors")]
-    if not st:
-        pickles = [n for n in names if n.endswith((".bin", ".pt", ".pth"))]
-        if pickles:
-            raise fail(f"{model_dir}: only pickle weights ({', '.join(pickles)}); mempo loads safetensors only "
-                       "(a pickle can run code): convert with save_pretrained(..., safe_serialization=True)")
-        raise fail(f"{model_dir}: no *.safetensors weights")
-    return st
+    index = os.path.join(model_dir, "model.safetensors.index.json")
+    if "model.safetensors.index.json" in names:
+        try:
+            with open(index) as f:
+                wmap = json.load(f).get("weight_map")
+        except (ValueError, AttributeError) as e:
+            raise fail(f"{index} is not a JSON object with a weight_map: {e}") from None
+        if not isinstance(wmap, dict) or not wmap:
+            raise fail(f"{index}: \"weight_map\" must map tensor names to shard file names")
+        for tensor, shard in wmap.items():
+            if not isinstance(shard, str) or not shard.endswith(".safetensors") or "/" in shard or "\\" in shard or shard.startswith("."):
+                raise fail(f"{index}: weight_map[{tensor!r}] must be a .safetensors file name inside {model_dir}, got {shard!r}")
+        for tensor, shard in wmap.items():
+            if not os.path.isfile(os.path.join(model_dir, shard)):
+                raise fail(f"{index}: weight_map[{tensor!r}] names {shard}, which is missing")
+        return sorted(set(wmap.values()))
+    if "model.safetensors" in names:
+        return ["model.safetensors"]
+    pickles = [n for n in names if n.endswith((".bin", ".pt", ".pth", ".ckpt"))]
+    if pickles:
+        raise fail(f"{model_dir}: only pickle weights ({', '.join(pickles)}); mempo loads safetensors only "
+                   "(a pickle can run code): convert with save_pretrained(..., safe_serialization=True)")
+    raise fail(f"{model_dir}: no model.safetensors (nor model.safetensors.index.json) weights")
 
 
 def read_config(model_dir: str) -> dict:

@@ -77,7 +77,21 @@ class RefusalTest(unittest.TestCase):
 
     def test_no_weights(self):
         self.write("config.json", json.dumps({"model_type": "llama"}))
-        self.refused(r"no \*\.safetensors weights")
+        self.refused(r"no model\.safetensors \(nor model\.safetensors\.index\.json\) weights")
+
+    def test_weight_files_are_model_safetensors_or_the_index_shards(self):
+        from mempo_learner.export_onnx import weight_files
+        self.write("model.safetensors", b"")
+        self.write("learner.safetensors", b"")  # a checkpoint's optimiser state, not weights
+        self.assertEqual(weight_files(self.dir), ["model.safetensors"])
+        self.write("model.safetensors.index.json", json.dumps({"weight_map": {"a": "s1.safetensors", "b": "../x.safetensors"}}))
+        with self.assertRaisesRegex(Exception, r"weight_map\['b'\] must be a \.safetensors file name inside"):
+            weight_files(self.dir)
+        self.write("model.safetensors.index.json", json.dumps({"weight_map": {"a": "s1.safetensors"}}))
+        with self.assertRaisesRegex(Exception, r"weight_map\['a'\] names s1\.safetensors, which is missing"):
+            weight_files(self.dir)
+        self.write("s1.safetensors", b"")
+        self.assertEqual(weight_files(self.dir), ["s1.safetensors"])
 
     def test_foreign_onnx_dir_is_not_replaced(self):
         self.write("config.json", json.dumps({"model_type": "qwen2"}))

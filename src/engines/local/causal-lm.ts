@@ -104,14 +104,14 @@ export class CausalLM implements ForwardModel {
     let tokenizer: Tokenizer | undefined;
     if (options.tokenizer instanceof Tokenizer) tokenizer = options.tokenizer;
     else if (options.tokenizer !== false) tokenizer = await Tokenizer.load(files.dir);
-    const { session, io } = await openSession(files.modelPath, config, options);
+    // Before the session: a tokenizer of other weights is named without reading the model.
     if (tokenizer !== undefined && tokenizer.size > config.vocabSize) {
-      await session.release();
       throw new MempoError(
         'ERR_MODEL_CONFIG',
-        `The tokenizer in ${tokenizer.dir} has ${tokenizer.size} ids but the model's vocab_size is ${config.vocabSize}`,
+        `The tokenizer in ${tokenizer.dir} has ${tokenizer.size} ids but the model's vocab_size is ${config.vocabSize} (${files.configPath}): the tokenizer does not belong to these weights`,
       );
     }
+    const { session, io } = await openSession(files.modelPath, config, options);
     const hashes = tokenizer === undefined ? undefined : tokenizerHashes(tokenizer.dir);
     return new CausalLM(files, config, io, session, tokenizer, options, hashes);
   }

@@ -5,11 +5,11 @@
  * the model file, or in its external data file) overwritten in place by its safetensors tensor (export.json `weights`: tensor name ->
  * initializer name, recorded by the exporter and checked byte for byte there). No Python runs.
  */
-import { closeSync, copyFileSync, existsSync, fstatSync, mkdtempSync, openSync, readdirSync, readSync, renameSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, copyFileSync, existsSync, fstatSync, mkdtempSync, openSync, readSync, renameSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { MempoError } from '../../errors';
 import { readJson, readRegularFile, requireFile } from './files';
-import { EXPORT_DIR, EXPORT_MANIFEST, sha256File } from './hf-export';
+import { EXPORT_DIR, EXPORT_MANIFEST, hasSafetensors, sha256File, weightFiles } from './hf-export';
 import { fields, firstString, lastInt, WireError, type Field } from './onnx-wire';
 import { MAX_ONNX_BYTES } from './reload';
 
@@ -166,11 +166,7 @@ function halfToFloat(h: number): number {
 /** True when a reload of `dir` must first write its export: Hugging Face weights and no ONNX file. */
 export function needsExport(dir: string): boolean {
   if (existsSync(join(dir, 'model.onnx')) || existsSync(join(dir, EXPORT_DIR, 'model.onnx'))) return false;
-  try {
-    return existsSync(join(dir, 'config.json')) && readdirSync(dir).some((n) => n.endsWith('.safetensors'));
-  } catch {
-    return false;
-  }
+  return hasSafetensors(dir);
 }
 
 /** True when `dir` was exported by mempo_learner.export_onnx (its export.json maps weights to initializers). */
@@ -220,7 +216,7 @@ export async function writeExportFrom(from: string, dir: string): Promise<string
     }
     const written = new Set<string>();
     const source: Record<string, { bytes: number; sha256: string }> = {};
-    for (const name of readdirSync(dir).filter((n) => n.endsWith('.safetensors')).sort()) {
+    for (const name of weightFiles(dir)) {
       const path = join(dir, name);
       requireFile(path, 'safetensors weights');
       const fd = openSync(path, 'r');

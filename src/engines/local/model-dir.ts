@@ -8,7 +8,7 @@ import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { MempoError } from '../../errors';
 import { readJson, requireDirectory, requireFile } from './files';
-import { checkExportFresh, hasSafetensors, missingExport } from './hf-export';
+import { checkExportFresh, hasSafetensors, missingExport, unexportable } from './hf-export';
 
 export interface ModelConfig {
   /** Transformer layers (`num_hidden_layers`). */
@@ -48,6 +48,8 @@ export function locateModelFiles(dir: string, modelFile?: string): ModelFiles {
     const candidates = [join(root, 'model.onnx'), join(root, 'onnx', 'model.onnx')];
     const found = candidates.find((p) => existsSync(p));
     if (found === undefined) {
+      const why = unexportable(root);
+      if (why !== null) throw why;
       if (hasSafetensors(root)) throw missingExport(root);
       throw new MempoError(
         'ERR_MODEL_FILE_MISSING',
