@@ -57,6 +57,8 @@ let tmp;
 let dir = value('--model', '');
 if (dir === '') {
   tmp = mkdtempSync(path.join(os.tmpdir(), 'mempo-bench-hf-'));
+  // the directory made here goes however the run ends (a failed build or export included)
+  process.on('exit', () => rmSync(tmp, { recursive: true, force: true }));
   dir = path.join(tmp, 'qwen3');
   const env = { ...process.env, PYTHONPATH: path.join(root, 'learner') };
   execFileSync(python, [path.join(root, 'test', 'python', 'zoo.py'), 'qwen3', dir], { env, stdio: ['ignore', 'ignore', 'inherit'] });
@@ -168,7 +170,6 @@ try {
   }
 } finally {
   await torch.close();
-  if (tmp) rmSync(tmp, { recursive: true, force: true });
 }
 result.machine.loadavgAfter = os.loadavg().map((x) => +x.toFixed(2));
 if (json) console.log(JSON.stringify(result, null, 1));
