@@ -5,10 +5,12 @@
 # steps. Writes DIR/<part>.json, DIR/<part>.log (stderr) and DIR/machine.json (CPU, SIMD path,
 # cores, versions, the commit and load of the last invocation; parts.log: each part's commit and the load
 # average before and after it).
-#   bash bench/all.sh DIR [PART ...]    (parts: kernels peer rollout-bundle rollout-defaults train)
+#   bash bench/all.sh DIR [PART ...]    (parts: kernels peer rollout-bundle rollout-defaults train hf pythons endpoint episode)
+# hf, pythons, endpoint and episode are not in the default list (they need transformers, and pythons
+# Debian's /usr/bin/python3 with torch 1.13): name them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ $# -ge 1 ] || { echo "usage: bash bench/all.sh DIR [kernels|peer|rollout-bundle|rollout-defaults|train ...]" >&2; exit 2; }
+[ $# -ge 1 ] || { echo "usage: bash bench/all.sh DIR [kernels|peer|rollout-bundle|rollout-defaults|train|hf|pythons|endpoint|episode ...]" >&2; exit 2; }
 dir=$(realpath -m "$1"); shift
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(kernels peer rollout-bundle rollout-defaults train)
@@ -34,6 +36,10 @@ for p in "${parts[@]}"; do
     # arms name:asyncLevel:ortThreads:torchThreads; the async ones split the 2 cores three ways
     train) cmd=(node bench/train-overlap.mjs --out "$dir/train-runs" --steps 6 --questions-per-step 2 --eval-every 6 --eval-questions 20 --rounds 2
       --arms sync:0:2:2,async-11:1:1:1,async-12:1:1:2,async-22:1:2:2) ;;
+    hf) cmd=(node bench/hf.mjs --json) ;;
+    pythons) cmd=(node bench/learner.mjs --pythons python3,/usr/bin/python3 --samples 8 --tokens 250 --reps 5 --json) ;;
+    endpoint) cmd=(node bench/endpoint.mjs --json) ;;
+    episode) cmd=(node bench/episode.mjs --json) ;;
     *) echo "unknown part $p" >&2; exit 2 ;;
   esac
   echo "$(date -u +%FT%TZ) $p at $(git rev-parse --short HEAD): ${cmd[*]} (load $(cut -d' ' -f1-3 /proc/loadavg))" | tee -a "$dir/parts.log" >&2

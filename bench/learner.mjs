@@ -74,12 +74,16 @@ async function comparePythons(pythons, dir) {
   }));
   const res = { samples: S, tokens, threads, rounds: reps, cpu: os.cpus()[0]?.model ?? 'unknown', rows,
     raw_ratio_b_over_a: +(rows[1].raw_tokens_per_s / rows[0].raw_tokens_per_s).toFixed(3),
-    http_ratio_b_over_a: +(rows[1].http_tokens_per_s / rows[0].http_tokens_per_s).toFixed(3) };
+    http_ratio_b_over_a: +(rows[1].http_tokens_per_s / rows[0].http_tokens_per_s).toFixed(3),
+    // per interleaved round: A's time / B's (B's tokens/s over A's), the spread the medians hide on a loaded machine
+    raw_ratio_rounds: runs[0].map((x, r) => +(x.raw_s / runs[1][r].raw_s).toFixed(3)),
+    http_ratio_rounds: runs[0].map((x, r) => +(x.http_s / runs[1][r].http_s).toFixed(3)),
+    loadavg: os.loadavg().map((x) => +x.toFixed(2)) };
   if (flag('--json')) console.log(JSON.stringify(res));
   else {
     console.log(`learner step under two Pythons: ${S} samples, ${tokens} tokens, ${threads} threads, ${reps} interleaved rounds, median (${res.cpu})`);
     for (const r of rows) console.log(`  ${r.python} (torch ${r.torch}): raw ${r.raw_tokens_per_s} tokens/s, learner over HTTP ${r.http_tokens_per_s} tokens/s, optim_step ${r.optim_step_ms} ms`);
-    console.log(`  B / A: raw ${res.raw_ratio_b_over_a}×, learner ${res.http_ratio_b_over_a}×`);
+    console.log(`  B / A: raw ${res.raw_ratio_b_over_a}× (rounds ${Math.min(...res.raw_ratio_rounds)}–${Math.max(...res.raw_ratio_rounds)}), learner ${res.http_ratio_b_over_a}× (rounds ${Math.min(...res.http_ratio_rounds)}–${Math.max(...res.http_ratio_rounds)}); load ${res.loadavg.join(' ')}`);
   }
 }
 
