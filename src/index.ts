@@ -129,7 +129,7 @@ export type { CompletionsServerOptions } from './servers/completions-server';
 
 // Capture (issue 45): the endpoint records tagged calls into an EpisodeRecorder (src/servers/capture-hook.ts).
 export { EpisodeRecorder, CAPTURE_DEFAULTS, EPISODE_HEADER } from './agents/capture';
-export type { CapturedCall, CapturedEpisode, CaptureLimits, Admission, CaptureRefusal } from './agents/capture';
+export type { CapturedCall, CapturedEpisode, CaptureLimits, Admission, CaptureRefusal, Refused } from './agents/capture';
 export type { CaptureServerOptions } from './servers/capture-hook';
 
 // Files (src/io): questions, the run directory with resume, the HTML report.
@@ -148,5 +148,5 @@ export { SYSTEM_PROMPT } from './protocol/chat'; // the built-in agent's system 
 export { observationSegment } from './protocol/stream'; // "\n" + observation + "\n": what the built-in agent appends after a tool call
 export type { AgentClient, AgentEpisode, CaptureEndpoint, CollectOptions, CollectResult } from './agents/collect';
 export type { AgentModule } from './agents/agent-module';
-export type { AgentTask } from './agents/episode-records';
+export type { AgentTask, AgentRecordSource } from './agents/episode-records';
 export type { RolloutSource } from './train/step';
