@@ -22,7 +22,7 @@ import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import OpenAI from 'openai';
-import { root, flag, value } from './args.mjs';
+import { root, flag, int, spread } from './args.mjs';
 
 const require = createRequire(import.meta.url);
 const dist = (p) => require(path.join(root, 'dist', p));
@@ -42,11 +42,6 @@ const { readQuestions } = dist('io/questions.js');
 const { resolveOptions } = dist('options.js');
 const { EMBEDDED } = dist('paths.js');
 
-const int = (name, def) => {
-  const v = Number(value(name, String(def)));
-  if (!Number.isInteger(v) || v < 1) throw new Error(`${name}: expected a positive integer, got ${JSON.stringify(value(name, ''))}`);
-  return v;
-};
 const nQuestions = int('--questions', 4);
 const group = int('--group', 4);
 const rounds = int('--rounds', 2);
@@ -55,8 +50,6 @@ const concurrency = int('--concurrency', 8);
 const serverConcurrency = int('--server-concurrency', 1);
 const json = flag('--json');
 const log = json ? (...a) => console.error(...a) : (...a) => console.log(...a);
-const median = (xs) => { const s = xs.slice().sort((a, b) => a - b); const m = s.length >> 1; return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2; };
-const spread = (xs) => ({ median: +median(xs).toFixed(3), min: +Math.min(...xs).toFixed(3), max: +Math.max(...xs).toFixed(3) });
 
 const machine = { cpu: os.cpus()[0]?.model ?? 'unknown', cores: os.cpus().length, node: process.version, native: mempo.nativeInfo(), loadavgBefore: os.loadavg().map((x) => +x.toFixed(2)), date: new Date().toISOString() };
 log(`machine: ${machine.cpu}, ${machine.cores} cores, SIMD ${machine.native.simd}, Node ${machine.node}, load ${machine.loadavgBefore.join(' ')}; ${threads} ORT thread(s)`);

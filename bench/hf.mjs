@@ -21,16 +21,11 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import os from 'node:os';
 import path from 'node:path';
-import { root, flag, value } from './args.mjs';
+import { root, flag, value, int, median, spread } from './args.mjs';
 
 const require = createRequire(import.meta.url);
 const mempo = require(path.join(root, 'dist', 'index.js'));
 
-const int = (name, def) => {
-  const v = Number(value(name, String(def)));
-  if (!Number.isInteger(v) || v < 1) throw new Error(`${name}: expected a positive integer, got ${JSON.stringify(value(name, ''))}`);
-  return v;
-};
 const threads = int('--threads', 1);
 const rounds = int('--rounds', 5);
 const B = int('--batch', 4);
@@ -42,8 +37,6 @@ const json = flag('--json');
 const log = json ? (...a) => console.error(...a) : (...a) => console.log(...a);
 const python = process.env.MEMPO_PYTHON || 'python3';
 
-const median = (xs) => { const s = xs.slice().sort((a, b) => a - b); const m = s.length >> 1; return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2; };
-const spread = (xs) => ({ median: +median(xs).toFixed(3), min: +Math.min(...xs).toFixed(3), max: +Math.max(...xs).toFixed(3) });
 
 const flags = (readFileSync('/proc/cpuinfo', 'utf8').match(/^flags\s*:(.*)$/m) || ['', ''])[1].trim().split(/\s+/);
 const machine = {
