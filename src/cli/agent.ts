@@ -174,7 +174,7 @@ export async function executeAgentRollout(s: RunSettings, a: AgentRunSettings, t
     // Whole, then renamed: a batch of an agent run is never half there.
     writeFileAtomic(batch, records.map((r) => `${JSON.stringify(r)}\n`).join(''));
     const wallMs = performance.now() - t0;
-    const summary = summarize(records, null, { decode: (ids: number[]) => local.codec.decode(ids) });
+    const summary = { ...summarize(records, null, { decode: (ids: number[]) => local.codec.decode(ids) }), episodes: { failed: got.failed, expired: got.expired } };
     const outcome: RunOutcome = { summary, eval: null, records, wallMs, server: null };
     // The report's note names the agent where a built-in run names its retriever.
     writeOutputs(s, out, outcome, engine, { name: `agent ${a.module.file}`, search: () => Promise.reject(new MempoError('ERR_INVALID_ARGUMENT', 'the agent brings its own tools')) });

@@ -37,6 +37,11 @@ export interface RunSummary {
    * match on the questions of kind `page` (when the run had some and its questions are known).
    */
   access?: { rounds: number; pagesOpened: number; chunksShown: number; pageQuestions?: PageQuestionsEm };
+  /**
+   * A run of the developer's own agent (`mempo rollout --agent`): the episodes excluded because the
+   * agent or reward threw (with the error) and those that expired unfinished (their calls dropped).
+   */
+  episodes?: { failed: Array<{ episode: string; error: string }>; expired: string[] };
   /** This invocation only (a resumed run counts only what it generated). */
   thisRun: {
     trajectories: number;

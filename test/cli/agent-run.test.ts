@@ -7,7 +7,7 @@
  * createCompletionsServer's `recorder`).
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { BatchRecord } from '../../src/contracts';
@@ -50,9 +50,33 @@ it('rollout --agent writes the batch of the example agent', async () => {
     // every sampled token has the sampler's log-prob, every added (observation) token 0
     x.responseMask.forEach((m, i) => (m === 1 ? expect(x.oldLogp![i]).toBeLessThanOrEqual(0) : expect(x.oldLogp![i]).toBe(0)));
   }
-  const summary = JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8')) as { trajectories: number; tokensGenerated: number };
+  const summary = JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8')) as { trajectories: number; tokensGenerated: number; episodes: unknown };
   expect(summary.trajectories).toBe(4);
   expect(summary.tokensGenerated).toBe(records.reduce((a, x) => a + x.responseMask.filter((m) => m === 1).length, 0));
+  expect(summary.episodes).toEqual({ failed: [], expired: [] });
+});
+
+it('rollout --agent names the episodes whose agent threw in summary.json and trains on the rest', async () => {
+  const out = join(dir, 'f');
+  const file = join(dir, 'half-agent.mjs');
+  // the example, except that the second run of every task gives up
+  writeFileSync(file, `import * as ex from ${JSON.stringify(join(ROOT, 'examples', 'search-agent.mjs'))};
+export const tasks = ex.tasks;
+export const reward = ex.reward;
+export async function agent(task, client) {
+  if (client.episode.endsWith('-1')) throw new Error('agent gave up');
+  return ex.agent(task, client);
+}
+`);
+  const r = await mempo(['rollout', '--agent', file, '--out', out, '-n', '2', '--limit', '2', '--threads', '1']);
+  expect(r.code).toBe(0);
+  expect(r.err).toMatch(/warning: mempo rollout --agent: 2 episodes failed and were excluded: episode ep-\S+-1: agent gave up/);
+  const tasks = readFileSync(EMBEDDED.split('train'), 'utf8').trim().split('\n').slice(0, 2).map((l) => (JSON.parse(l) as { id: string }).id);
+  const summary = JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8')) as { trajectories: number; episodes: { failed: Array<{ episode: string; error: string }>; expired: string[] } };
+  expect(summary.episodes.failed.map((f) => f.episode)).toEqual([`ep-${tasks[0]}-1`, `ep-${tasks[1]}-1`]);
+  for (const f of summary.episodes.failed) expect(f.error).toMatch(/agent gave up/);
+  expect(summary.episodes.expired).toEqual([]);
+  expect(summary.trajectories).toBe(2);
 });
 
 it('train --agent runs two steps on the example agent and writes checkpoints the endpoint then serves', async () => {
