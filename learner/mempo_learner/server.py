@@ -31,6 +31,7 @@ FRAME_HEAD_ROOM = 1 << 20  # a frame's length word, JSON header and parameters, 
 MAX_HEAD = 64 << 10  # request line and headers; more is 431
 MAX_HEADERS = 100
 READ_CHUNK = 1 << 20
+LAST_LOOK = 0.05  # seconds: one more read once a deadline has passed, for bytes that came in time
 # A refusal sent before the body is read: the connection is half-closed and what the client is
 # still sending is discarded for this long (and this many bytes) before closing it, so that its
 # kernel does not answer our answer with a reset and lose it (Apache's "lingering close").
@@ -243,6 +244,7 @@ class LearnerServer:
         conn.busy, conn.since = False, loop.time()
         started = fresh or bool(conn.buf)
         deadline = conn.since + (lim.header_timeout if started else lim.idle_timeout)
+        looked = False
         while True:
             end = conn.buf.find(b"\r\n\r\n")
             if (end if end >= 0 else len(conn.buf)) > MAX_HEAD:
@@ -251,7 +253,9 @@ class LearnerServer:
             if end >= 0:
                 break
             left = deadline - loop.time()
-            if left <= 0:
+            if left <= 0 and not looked:  # a loop stalled past the deadline may not have read what came in time
+                looked, left = True, LAST_LOOK
+            elif left <= 0:
                 if not conn.buf:  # nothing of a request: closed quietly
                     return None
                 err = LearnerError("timeout", f"the request's headers did not arrive within {lim.header_timeout:g} s "
