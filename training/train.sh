@@ -15,6 +15,12 @@
 #   5. pages2, the probes, with the bundles' share of the agent rounds raised to pages1's (14 min);
 #   6. pages-repair, the repair with the page tool, pages1 the teacher, on bundles under `memory` and 3-hop
 #      chains under `full` (about 13 min of rollouts, 10 of training).
+# And last, RL on top of it (training/README.md, "RL: MemPO itself"):
+#   7. rl, from pages-repair: `mempo train` with the memory reward in the page world, the settings of the
+#      MemPO arm of docs/experiments.md ("Where memory matters"): 8 questions x 8 samples a step, at most 12
+#      rounds, the default training split and budget, RL_STEPS steps (default 36), seed RL_SEED (default 1).
+#      Its last checkpoint's model files make training/out/rl, refused if its greedy dev check fell by more
+#      than 5 of 50 questions.
 # STAGES="pages2 pages-repair" runs those stages alone, from the directories of the earlier ones.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,7 +59,7 @@ pages=${PAGE_QUESTIONS-200}
 pq="--page-questions ${pages:-0}"
 search_only=(--no-pages)
 page_world=(--corpus data/world/corpus-pages.jsonl --pages data/world/pages.jsonl --page-chunk-chars 1000)
-final=pages-repair
+final=rl
 [ -n "$pages" ] || final=repair
 # STAGE1_STEPS: stage 1's length (default 7,000, the shipped model's); PAGES1_STEPS: pages1's first part (default 4,500).
 # Every stage checkpoints each 200 steps into its run directory and `--resume`s from there, so a killed
@@ -104,7 +110,7 @@ repair_stage() {  # repair_stage TEACHER INIT NAME EXTRA CHAINS WORLD...: the re
     --rollout-teacher $out/$teacher --threads 1 $extra --run-dir $out/run-$name --export-dir $out/$name
   check $out/$name
 }
-for stage in ${STAGES:-stage1 stage2 repair${pages:+ pages1 pages2 pages-repair}}; do
+for stage in ${STAGES:-stage1 stage2 repair${pages:+ pages1 pages2 pages-repair rl}}; do
   echo "$(date -u +%FT%TZ) train.sh: $stage" >&2
   case "$stage" in
     stage1)
@@ -141,8 +147,19 @@ for stage in ${STAGES:-stage1 stage2 repair${pages:+ pages1 pages2 pages-repair}
       check $out/pages2 ;;
     pages-repair)
       [ -n "$pages" ] || { echo "train.sh: pages-repair needs page questions (PAGE_QUESTIONS=0 is the search-only recipe)" >&2; exit 2; }
-      repair_stage pages1 pages2 pages-repair "$pq" 1 "${page_world[@]}"
-      [ $final != pages-repair ] || install $out/pages-repair ;;
-    *) echo "train.sh: unknown stage $stage (stage1, stage2, repair, pages1, pages2, pages-repair)" >&2; exit 2 ;;
+      repair_stage pages1 pages2 pages-repair "$pq" 1 "${page_world[@]}" ;;
+    rl)
+      [ -n "$pages" ] || { echo "train.sh: rl needs page questions (PAGE_QUESTIONS=0 is the search-only recipe)" >&2; exit 2; }
+      check $out/pages-repair
+      rl_steps=${RL_STEPS:-36}
+      resume=()  # `mempo train` continues its own checkpoints; only --steps may change on --resume
+      compgen -G "$out/run-rl/checkpoints/step-*/trainer.json" > /dev/null && resume=(--resume)
+      node dist/cli/main.js train --model $out/pages-repair --out $out/run-rl --seed ${RL_SEED:-1} --shuffle \
+        --steps $rl_steps --questions-per-step 8 -n 8 --max-turns 12 --eval-every 12 --eval-questions 50 \
+        --threads 2 --quiet "${resume[@]}"
+      fresh_dir $out/rl
+      node training/rl-export.mjs $out/run-rl $rl_steps $out/pages-repair $out/rl
+      install $out/rl ;;
+    *) echo "train.sh: unknown stage $stage (stage1, stage2, repair, pages1, pages2, pages-repair, rl)" >&2; exit 2 ;;
   esac
 done

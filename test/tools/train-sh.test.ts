@@ -150,12 +150,65 @@ test('the repairs: bundles under `memory` in both worlds; pages-repair adds 3-ho
   const train = r.args.filter((a) => a.includes('--mix repair'));
   expect(train.map((a) => a.match(/--rollout-teacher (\S+)/)![1])).toEqual(['training/out/stage1', 'training/out/pages1']);
   expect(train[1]).toContain('--page-questions 200');
-  // pages-repair is the recipe's last stage: its export, not the search-only repair's, is the model now
-  expect(JSON.parse(readFileSync(join(dir, 'models/mempo-tiny/config.json'), 'utf8')).dir).toBe('training/out/pages-repair');
-  // the search-only repair alone leaves the model as it was, unless PAGE_QUESTIONS=0 makes it the last stage
-  writeFileSync(join(dir, 'models/mempo-tiny/config.json'), shipped);
+  // neither repair is the recipe's last stage (rl is): the model is as it was
+  expect(readFileSync(join(dir, 'models/mempo-tiny/config.json'), 'utf8')).toBe(shipped);
+  // the search-only repair replaces it when PAGE_QUESTIONS=0 makes it the last stage
   expect(fakeTrainIn(dir, { STAGES: 'repair' }).code).toBe(0);
   expect(readFileSync(join(dir, 'models/mempo-tiny/config.json'), 'utf8')).toBe(shipped);
   expect(fakeTrainIn(dir, { STAGES: 'repair', PAGE_QUESTIONS: '0' }).code).toBe(0);
   expect(JSON.parse(readFileSync(join(dir, 'models/mempo-tiny/config.json'), 'utf8')).dir).toBe('training/out/repair');
 }, 60_000);
+
+/**
+ * A scratch tree for the rl stage: a passing pages-repair, and a `mempo` CLI that logs its arguments and
+ * "trains": it writes the checkpoint of the last step and a metrics.jsonl whose greedy dev check goes
+ * from 0.86 at step 0 to `after` (each --resume run logs again and rewrites them).
+ */
+function rlScratch(after: number): string {
+  const dir = scratch({ 'pages-repair': 0.5 });
+  copyFileSync(join(ROOT, 'training', 'rl-export.mjs'), join(dir, 'training', 'rl-export.mjs'));
+  writeFileSync(join(dir, 'dist/cli/main.js'), `
+const fs = require('fs'), path = require('path');
+const a = process.argv.slice(2);
+fs.appendFileSync(${JSON.stringify(join(dir, 'mempo.log'))}, a.join(' ') + '\\n');
+const out = a[a.indexOf('--out') + 1], steps = Number(a[a.indexOf('--steps') + 1]), seed = Number(a[a.indexOf('--seed') + 1]);
+const ck = path.join(out, 'checkpoints', 'step-' + steps);
+fs.mkdirSync(ck, { recursive: true });
+for (const f of ['model.onnx', 'generation_config.json', 'tokenizer.json', 'tokenizer_config.json', 'learner.safetensors']) fs.writeFileSync(path.join(ck, f), 'rl ' + f);
+fs.writeFileSync(path.join(ck, 'config.json'), JSON.stringify({ mempo: { num_parameters: 3 } }));
+fs.writeFileSync(path.join(ck, 'trainer.json'), JSON.stringify({ step: steps, seed }));
+const rows = [{ step: 0, eval: { em: 0.86 } }, { step: steps, eval: { em: ${after} }, wallMs: { total: 90000 } }];
+fs.writeFileSync(path.join(out, 'metrics.jsonl'), rows.map((r) => JSON.stringify(r)).join('\\n') + '\\n');
+`);
+  return dir;
+}
+
+test('rl: `mempo train` from pages-repair with the MemPO arm settings; its last checkpoint, model files only, replaces the model', () => {
+  const dir = rlScratch(0.84);
+  const r = fakeTrainIn(dir, { STAGES: 'rl', RL_STEPS: '4' });
+  expect([r.code, r.err]).toEqual([0, expect.stringContaining('greedy dev check 0.86 -> 0.84')]);
+  expect(readFileSync(join(dir, 'mempo.log'), 'utf8')).toBe('train --model training/out/pages-repair --out training/out/run-rl --seed 1 --shuffle ' +
+    '--steps 4 --questions-per-step 8 -n 8 --max-turns 12 --eval-every 12 --eval-questions 50 --threads 2 --quiet\n');
+  const model = join(dir, 'models/mempo-tiny');
+  expect(readFileSync(join(model, 'model.onnx'), 'utf8')).toBe('rl model.onnx');
+  expect(existsSync(join(model, 'learner.safetensors'))).toBe(false);
+  const cfg = JSON.parse(readFileSync(join(model, 'config.json'), 'utf8'));
+  expect(cfg.mempo).toEqual({ num_parameters: 3, rl: { from: 'training/out/pages-repair', steps: 4, seed: 1, dev_em_before: 0.86, dev_em_after: 0.84, train_minutes: 1.5 } });
+  const man = JSON.parse(readFileSync(join(model, 'manifest.json'), 'utf8'));
+  expect(Object.keys(man.files)).toEqual(['config.json', 'generation_config.json', 'model.onnx', 'tokenizer.json', 'tokenizer_config.json']);
+  // `printf 'rl model.onnx' | sha256sum`
+  expect(man.files['model.onnx']).toEqual({ sha256: 'b569fdbe29932195fb5ef9f569815a117a9963724a7db623ab85dcc7b1f568da', bytes: 13 });
+  // run again with more steps: the run continues (--resume), only --steps changed
+  const again = fakeTrainIn(dir, { STAGES: 'rl', RL_STEPS: '6', RL_SEED: '1' });
+  expect(again.code).toBe(0);
+  expect(readFileSync(join(dir, 'mempo.log'), 'utf8').trimEnd().split('\n')[1]).toMatch(/ --steps 6 .* --quiet --resume$/);
+}, 30_000);
+
+test('rl: a run whose greedy dev check fell by more than 5 of 50 questions does not replace the model', () => {
+  const dir = rlScratch(0.74);
+  const r = fakeTrainIn(dir, { STAGES: 'rl', RL_STEPS: '4' });
+  expect(r.code).toBe(3);
+  expect(r.err).toContain('the greedy dev check fell from 0.86 at step 0 to 0.74 at step 4 (more than 0.1)');
+  expect(readFileSync(join(dir, 'models/mempo-tiny/config.json'), 'utf8')).toBe(shipped);
+  expect(fakeTrainIn(dir, { STAGES: 'rl', PAGE_QUESTIONS: '0' })).toMatchObject({ code: 2, err: expect.stringContaining('rl needs page questions') });
+}, 30_000);
