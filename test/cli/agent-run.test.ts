@@ -3,13 +3,14 @@
  * built command, dist/cli/main.js, real processes, the real torch learner): the rollout writes the
  * batch, summary, report and exports, every trajectory sampled by the endpoint and trained as
  * recorded; two training steps write metrics and checkpoints, and the last checkpoint's weights
- * differ from the starting model's. Needs the endpoint's capture hook (branch capture:
+ * differ from the starting model's; `--resume` adds a third step and refuses another agent module. Needs the endpoint's capture hook (branch capture:
  * createCompletionsServer's `recorder`).
  */
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import type { BatchRecord } from '../../src/contracts';
 import { CausalLM } from '../../src/engines/local/causal-lm';
 import { EMBEDDED } from '../../src/paths';
@@ -79,7 +80,7 @@ export async function agent(task, client) {
   expect(summary.trajectories).toBe(2);
 });
 
-it('train --agent runs two steps on the example agent and writes checkpoints the endpoint then serves', async () => {
+it('train --agent runs two steps on the example agent and writes checkpoints the endpoint then serves; --resume continues with the same agent only', async () => {
   const out = join(dir, 't');
   const r = await mempo(['train', '--agent', 'examples/search-agent.mjs', '--out', out, '-n', '2', '--steps', '2', '--questions-per-step', '2', '--threads', '1', '--lr', '1e-3']);
   expect(r.code).toBe(0);
@@ -102,4 +103,21 @@ it('train --agent runs two steps on the example agent and writes checkpoints the
   };
   const [a, b] = [await score(EMBEDDED.model()), await score(join(out, 'checkpoints', 'step-2'))];
   expect(Math.max(...a.map((x, i) => Math.abs(x - b[i]!)))).toBeGreaterThan(1e-4);
+
+  // --resume continues the run with the same agent: a third step from step 2's checkpoint
+  const flags = ['--out', out, '-n', '2', '--questions-per-step', '2', '--threads', '1', '--lr', '1e-3', '--resume'];
+  const more = await mempo(['train', '--agent', 'examples/search-agent.mjs', '--steps', '3', ...flags]);
+  expect([more.code, more.err]).toEqual([0, expect.stringContaining('step 3/3')]);
+  expect(more.err).not.toContain('step 1/3');
+  const steps = readFileSync(join(out, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => (JSON.parse(l) as { step: number }).step);
+  expect(steps).toEqual([1, 2, 3]);
+  expect(existsSync(join(out, 'checkpoints', 'step-3'))).toBe(true);
+  // another agent module is another run: refused, naming it, and nothing is trained
+  const other = join(dir, 'other-agent.mjs');
+  writeFileSync(other, `export * from ${JSON.stringify(pathToFileURL(join(ROOT, 'examples', 'search-agent.mjs')).href)};\n`);
+  const refused = await mempo(['train', '--agent', other, '--steps', '4', ...flags]);
+  expect(refused.code).not.toBe(0);
+  expect(refused.err).toContain('--resume: a setting differs');
+  expect(refused.err).toContain('other-agent.mjs');
+  expect(existsSync(join(out, 'checkpoints', 'step-4'))).toBe(false);
 });
