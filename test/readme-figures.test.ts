@@ -73,6 +73,32 @@ describe('README "Measured figures" agree with their sources', () => {
     expect(r).toContain(`P_full = 0 in ${pct(p.pFull.all.zeroShare)} % of all snapshots (${pct(p.pFull.goldInContext.zeroShare)} % of those whose full context holds the gold)`);
   });
 
+  it('MemPO against GRPO on the page world: results/page-arms/{grpo,grpo-s2,mempo,mempo-s2}.json and compare-2seeds.md', () => {
+    type Q = { em: number; shrank: number; inMem: number };
+    const runs = (arms: string[]) => arms.map((a) => json(`results/page-arms/${a}.json`) as { pages: Record<string, Q>; old: Record<string, Q> });
+    // pooled over seeds: the sum over every run's questions
+    const pooled = (arms: string[], part: 'pages' | 'old', num: (q: Q) => number, den: (q: Q) => number) => {
+      let n = 0;
+      let d = 0;
+      for (const r of runs(arms)) for (const q of Object.values(r[part])) { n += num(q); d += den(q); }
+      return n / d;
+    };
+    const [g, m] = [['grpo', 'grpo-s2'], ['mempo', 'mempo-s2']];
+    const em = (q: Q) => q.em;
+    const one = () => 1;
+    for (const r of [...runs(g), ...runs(m)]) expect([Object.keys(r.pages).length, Object.keys(r.old).length]).toEqual([200, 400]);
+    const r = row('MemPO against GRPO on the page world');
+    const diff = (x: number) => `${x >= 0 ? '+' : ''}${pct(x)} pt`;
+    const pe = [pooled(m, 'pages', em, one), pooled(g, 'pages', em, one)];
+    const fm = [pooled(m, 'pages', (q) => q.inMem, (q) => q.shrank), pooled(g, 'pages', (q) => q.inMem, (q) => q.shrank)];
+    // the intervals are the bootstrap's, as results/page-arm-stats.mjs printed them
+    const cmp = readFileSync(join(ROOT, 'results/page-arms/compare-2seeds.md'), 'utf8').split('\n');
+    const ci = (label: string) => cmp.find((l) => l.startsWith(`| ${label} |`))!.split('|')[5]!.trim();
+    expect(r).toContain(`page-question EM ${pct(pe[0]!)} % against ${pct(pe[1]!)} % (${diff(pe[0]! - pe[1]!)}, 95 % CI ${ci('page-question EM')})`);
+    expect(r).toContain(`after its chunk shrank ${pct(fm[0]!)} % against ${pct(fm[1]!)} % (${diff(fm[0]! - fm[1]!)}, ${ci('fact in `<mem>` after the shrink')})`);
+    expect(r).toContain(`old-kind EM ${pct(pooled(m, 'old', em, one))} % against ${pct(pooled(g, 'old', em, one))} %`);
+  });
+
   it('kernels, native against JS: bench/runs/2026-12-04-all/kernels.json', () => {
     const b = json('bench/runs/2026-12-04-all/kernels.json');
     const k = (name: string, shape: string) => (b.kernels as Array<Record<string, any>>).find((x) => x.name === name && String(x.shape).startsWith(shape))!;
