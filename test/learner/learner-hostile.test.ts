@@ -68,7 +68,8 @@ function procStatus(pid: number, key: string): number {
 function acceptQueue(port: number): number {
   const local = `0100007F:${port.toString(16).toUpperCase().padStart(4, '0')}`;
   const row = readFileSync('/proc/net/tcp', 'utf8').split('\n').map((l) => l.trim().split(/\s+/)).find((f) => f[1] === local && f[3] === '0A');
-  return row ? parseInt(row[4].split(':')[1], 16) : 0;
+  const queued = row?.[4]?.split(':')[1];
+  return queued === undefined ? 0 : parseInt(queued, 16);
 }
 
 /**
