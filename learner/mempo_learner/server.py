@@ -269,7 +269,7 @@ class LearnerServer:
             if not chunk:
                 return None
             if not started:  # a kept-alive connection's next request began
-                started, deadline = True, loop.time() + lim.header_timeout
+                started, deadline, looked = True, loop.time() + lim.header_timeout, False
             conn.buf += chunk
         head = bytes(conn.buf[:end])
         del conn.buf[:end + 4]
