@@ -140,6 +140,11 @@ export const memorySchema = z.object({
 export const rewardSchema = z.object({
   /** Score of an invalid format (docs/algorithm.md §3, default 0). */
   formatScore: finite().default(0),
+  /**
+   * Score of a trajectory stopped by the response budget (doneReason 'response-budget', docs/algorithm.md §3);
+   * null (default): the format check decides, as for any response (the cut leaves its last tag open).
+   */
+  budgetScore: finite().nullable().default(null),
   metric: z.enum(['em', 'f1']).default('em'),
   requireAnswer: z.boolean().default(false),
 }).strict();

@@ -60,7 +60,7 @@ function why(attr: string): string {
   if (/^eval/.test(attr)) return "the evaluation runs mempo's built-in agent, not yours";
   if (attr === 'resume') return 'mempo rollout --agent writes its batch whole; rerun with --force';
   if (attr === 'asyncLevel') return 'overlapped steps are not supported with --agent';
-  if (/^(formatScore|metric|requireAnswer)$/.test(attr)) return "the outcome reward is your module's reward export";
+  if (/^(formatScore|budgetScore|metric|requireAnswer)$/.test(attr)) return "the outcome reward is your module's reward export";
   return "it configures mempo's built-in agent (its rounds, sampling, context and prompts); your agent sets its own";
 }
 

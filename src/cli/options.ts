@@ -37,6 +37,12 @@ export function intOrNone(v: string): number | typeof NONE {
   return int(1)(v);
 }
 
+/** A finite number, or 'none' (null). */
+export function numOrNone(v: string): number | typeof NONE {
+  if (/^(none|null|off)$/i.test(v.trim())) return NONE;
+  return num()(v);
+}
+
 /** A flag value of `intOrNone` (or its default) as number | null. */
 export function orNull(v: unknown): unknown {
   return v === NONE ? null : v;
@@ -110,6 +116,7 @@ export function addPipelineOptions(cmd: Command, defaults: CommandDefaults = {})
   else add('--no-memory-reward', 'skip memory rewards (outcome advantage only)');
   // Outcome reward (docs/algorithm.md §3) and advantages (docs/algorithm.md §5)
   add('--format-score <x>', 'score of a response with an invalid format', num(), D.reward.formatScore);
+  add('--budget-score <x>', "score of a trajectory stopped by the response budget ('none': the format check decides)", numOrNone, D.reward.budgetScore ?? 'none');
   add('--metric <m>', 'outcome metric', undefined, D.reward.metric, ['em', 'f1']);
   add('--require-answer', 'a response without an <answer> round has an invalid format');
   add('--eps <x>', 'added to the group std', num((x) => x >= 0 && Number.isFinite(x), 'a finite number >= 0'), D.advantage.eps);
@@ -139,7 +146,7 @@ export function pipelineOptionsFromFlags(o: Record<string, unknown>, memoryRewar
       searchShortTextChars: orNull(o['searchShortTextChars']), webpageShortTextChars: orNull(o['webpageShortTextChars']),
       scorerMaxBatchTokens: o['scorerMaxBatchTokens'], enabled: memoryEnabled,
     },
-    reward: { formatScore: o['formatScore'], metric: o['metric'], requireAnswer: Boolean(o['requireAnswer']) },
+    reward: { formatScore: o['formatScore'], budgetScore: orNull(o['budgetScore']), metric: o['metric'], requireAnswer: Boolean(o['requireAnswer']) },
     advantage: { eps: o['eps'], normByStd: o['normByStd'] !== false, memGrouping: o['memGrouping'], alpha: o['alpha'] },
   });
 }

@@ -24,7 +24,11 @@ export function outcomeReward(t: Trajectory, codec: TextCodec, options: Pipeline
   const reading = t.rounds.flatMap((r) => (r.reading === true ? [r.index] : []));
   const fmt = validateFormat(clean, { requireAnswer: options.reward.requireAnswer, access, reading });
   const excluded = t.state === 'error';
-  const score = excluded ? null : computeScore(clean, t.question.golds, { ...options.reward, access, reading });
+  const { budgetScore, ...reward } = options.reward;
+  // A budget cut leaves its last tag (often an observation) open: with budgetScore it is scored as the
+  // unfinished answer it is, apart from the model's own format breaks (formatScore).
+  const cut = budgetScore !== null && t.doneReason === 'response-budget';
+  const score = excluded ? null : cut ? budgetScore : computeScore(clean, t.question.golds, { ...reward, access, reading });
   const n = t.responseIds.length;
   return {
     trajectory: t,

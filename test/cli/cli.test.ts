@@ -56,7 +56,7 @@ describe('mempo command', () => {
       '--out', '--questions', '--limit', '--group-size', '--model', '--corpus', '--retriever', '--context', '--seed',
       '--resume', '--quiet', '--json', '--max-turns', '--max-response-tokens', '--max-round-tokens', '--temperature', '--topk',
       '--doc-max-chars', '--mem-span', '--answer-template', '--threshold', '--mem-context-last-observation', '--window-tool-results',
-      '--search-short-text-chars', '--chat-template', '--webpage-short-text-chars', '--format-score', '--eps', '--no-norm-by-std', '--mem-grouping', '--alpha',
+      '--search-short-text-chars', '--chat-template', '--webpage-short-text-chars', '--format-score', '--budget-score', '--eps', '--no-norm-by-std', '--mem-grouping', '--alpha',
       '--schedule', '--max-in-flight',
     ]) expect(out).toContain(flag);
   });
@@ -69,6 +69,8 @@ describe('mempo command', () => {
     expect(c.err).toContain("argument 'window' is invalid. Allowed choices are full, memory.");
     const m = await run(['rollout']);
     expect(m.err).toContain("required option '--out <dir>' not specified");
+    const b = await run(['rollout', '--out', join(dir, 'x'), '--budget-score', 'half']);
+    expect(b.err).toContain("option '--budget-score <x>' argument 'half' is invalid. Expected a finite number.");
   });
 
   test('a retrieval server that refuses every search: trajectories recorded with the error, exit 1 naming the server', async () => {

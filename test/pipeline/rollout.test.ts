@@ -16,6 +16,7 @@ import { resolveOptions } from '../../src/options';
 import { runPipeline } from '../../src/pipeline/pipeline';
 import { readQuestions } from '../../src/io/questions';
 import { scoreBatch } from '../../src/pipeline/pipeline';
+import { outcomeReward } from '../../src/pipeline/outcome-reward';
 import { buildSnapshots } from '../../src/pipeline/snapshots';
 import { ScriptedGenerator } from '../../src/engines/scripted';
 import { renderSearchObservation } from '../../src/retrieval/observation';
@@ -157,6 +158,27 @@ describe('agent state machine (scripted generator)', () => {
     expect(gen2.calls[0]!.requests[0]!.maxNewTokens).toBe(4);
     expect(t2[0]!.responseIds).toHaveLength(4);
     expect(t2[0]!.doneReason).toBe('response-budget');
+  });
+
+  test('reward.budgetScore scores a budget cut in place of the format check; the model\'s own format breaks keep formatScore', async () => {
+    const tok = await tokenizer();
+    const r1 = search('none', 'Mamek');
+    const roll = async (script: (round: number) => string, maxResponseTokens: number) => (await runAgentLoop({
+      questions: [Q1], generator: new ScriptedGenerator(tok, (tag) => script(tag.round)), retriever: new FakeRetriever(),
+      options: resolveOptions({ rollout: { groupSize: 1, maxResponseTokens } }),
+    })).trajectories[0]!;
+    const cut = await roll(() => r1, tok.encode(r1).length + 5);
+    const broken = await roll(() => '<mem>none</mem><think>x</mem>', 200);
+    const answered = await roll((r) => (r === 1 ? r1 : answer('Mamek is a city in Thersekle.', 'Thersekle')), 400);
+    expect([cut.doneReason, answered.doneReason]).toEqual(['response-budget', 'answer']);
+    const score = (t: typeof cut, reward: Record<string, unknown>) => outcomeReward(t, tok, resolveOptions({ reward }));
+    // default (none): the cut observation leaves <information> open, a format break like any other
+    expect(score(cut, { formatScore: -1 })).toMatchObject({ score: -1, formatValid: false, formatReason: expect.stringContaining('<information> is not closed') });
+    expect(score(cut, { formatScore: -1, budgetScore: 0 })).toMatchObject({ score: 0, formatValid: false });
+    expect(score(cut, { formatScore: -1, budgetScore: -0.25 }).score).toBe(-0.25);
+    expect(score(broken, { formatScore: -1, budgetScore: 0 })).toMatchObject({ score: -1, formatValid: false });
+    expect(score(answered, { formatScore: -1, budgetScore: 0 })).toMatchObject({ score: 1, formatValid: true });
+    expect(() => resolveOptions({ reward: { budgetScore: Number.NaN } })).toThrow(/options\.reward\.budgetScore/);
   });
 
   test("memory policy: round r sees system + question + round r-1's text and observation only (docs/algorithm.md §7)", async () => {
@@ -396,7 +418,7 @@ describe('options and inputs', () => {
     expect(o.rollout).toMatchObject({ groupSize: 16, context: 'full', sampling: { temperature: 1, topP: 1, topK: 0 } });
     expect(o.tool.topk).toBe(3);
     expect(o.memory).toMatchObject({ memSpan: 'inclusive', answerTemplate: '<answer>{answer}</answer>', targetTokenization: 'apart', gold: 'first', emptyKept: 'zero', threshold: Math.log(0.5), memContextIncludesLastObservation: false, windowToolResults: 1, searchShortTextChars: null, webpageShortTextChars: 100 });
-    expect(o.reward).toEqual({ formatScore: 0, metric: 'em', requireAnswer: false });
+    expect(o.reward).toEqual({ formatScore: 0, budgetScore: null, metric: 'em', requireAnswer: false });
     expect(o.advantage).toEqual({ eps: 1e-6, normByStd: true, memGrouping: 'question', alpha: 1 });
     expect(resolveOptions({ memory: { threshold: -Infinity } }).memory.threshold).toBe(-Infinity);
   });
