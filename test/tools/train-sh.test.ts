@@ -162,21 +162,27 @@ test('the repairs: bundles under `memory` in both worlds; pages-repair adds 3-ho
 /**
  * A scratch tree for the rl stage: a passing pages-repair, and a `mempo` CLI that logs its arguments and
  * "trains": it writes the checkpoint of the last step and a metrics.jsonl whose greedy dev check goes
- * from 0.86 at step 0 to `after` (each --resume run logs again and rewrites them).
+ * from 0.86 at step 0 to `after` (each --resume run logs again and rewrites them); its `eval --json` prints
+ * EM 0.26 for pages-repair and `pagesAfter` for any other model.
  */
-function rlScratch(after: number): string {
+function rlScratch(after: number, pagesAfter = 0.3): string {
   const dir = scratch({ 'pages-repair': 0.5 });
   copyFileSync(join(ROOT, 'training', 'rl-export.mjs'), join(dir, 'training', 'rl-export.mjs'));
   writeFileSync(join(dir, 'dist/cli/main.js'), `
 const fs = require('fs'), path = require('path');
 const a = process.argv.slice(2);
 fs.appendFileSync(${JSON.stringify(join(dir, 'mempo.log'))}, a.join(' ') + '\\n');
+if (a[0] === 'eval') {
+  process.stdout.write(JSON.stringify({ questions: 50, em: a[a.indexOf('--model') + 1].endsWith('pages-repair') ? 0.26 : ${pagesAfter} }));
+  process.exit(0);
+}
 const out = a[a.indexOf('--out') + 1], steps = Number(a[a.indexOf('--steps') + 1]), seed = Number(a[a.indexOf('--seed') + 1]);
 const ck = path.join(out, 'checkpoints', 'step-' + steps);
 fs.mkdirSync(ck, { recursive: true });
 for (const f of ['model.onnx', 'generation_config.json', 'tokenizer.json', 'tokenizer_config.json', 'learner.safetensors']) fs.writeFileSync(path.join(ck, f), 'rl ' + f);
 fs.writeFileSync(path.join(ck, 'config.json'), JSON.stringify({ mempo: { num_parameters: 3 } }));
-fs.writeFileSync(path.join(ck, 'trainer.json'), JSON.stringify({ step: steps, seed }));
+const formatScore = Number(a[a.indexOf('--format-score') + 1]);
+fs.writeFileSync(path.join(ck, 'trainer.json'), JSON.stringify({ step: steps, seed, settings: { pipeline: { reward: { formatScore } } } }));
 const rows = [{ step: 0, eval: { em: 0.86 } }, { step: steps, eval: { em: ${after} }, wallMs: { total: 90000 } }];
 fs.writeFileSync(path.join(out, 'metrics.jsonl'), rows.map((r) => JSON.stringify(r)).join('\\n') + '\\n');
 `);
@@ -186,14 +192,17 @@ fs.writeFileSync(path.join(out, 'metrics.jsonl'), rows.map((r) => JSON.stringify
 test('rl: `mempo train` from pages-repair with the MemPO arm settings; its last checkpoint, model files only, replaces the model', () => {
   const dir = rlScratch(0.84);
   const r = fakeTrainIn(dir, { STAGES: 'rl', RL_STEPS: '4' });
-  expect([r.code, r.err]).toEqual([0, expect.stringContaining('greedy dev check 0.86 -> 0.84')]);
+  expect([r.code, r.err]).toEqual([0, expect.stringContaining('greedy dev check 0.86 -> 0.84, dev page questions 0.26 -> 0.3')]);
+  const pageEval = (model: string, m: string) => `eval --model ${model} --corpus data/world/corpus-pages.jsonl --pages data/world/pages.jsonl ` +
+    `--page-chunk-chars 1000 --split dev-pages --limit 50 --max-turns 12 --threads 2 --quiet --force --json --out training/out/rl-pages-${m}\n`;
   expect(readFileSync(join(dir, 'mempo.log'), 'utf8')).toBe('train --model training/out/pages-repair --out training/out/run-rl --seed 1 --shuffle ' +
-    '--steps 4 --questions-per-step 8 -n 8 --max-turns 12 --eval-every 12 --eval-questions 50 --threads 2 --quiet\n');
+    '--steps 4 --questions-per-step 8 -n 8 --max-turns 12 --eval-every 12 --eval-questions 50 --format-score 0 --budget-score none --threads 2 --quiet\n' +
+    pageEval('training/out/pages-repair', 'before') + pageEval('training/out/run-rl/checkpoints/step-4', 'after'));
   const model = join(dir, 'models/mempo-tiny');
   expect(readFileSync(join(model, 'model.onnx'), 'utf8')).toBe('rl model.onnx');
   expect(existsSync(join(model, 'learner.safetensors'))).toBe(false);
   const cfg = JSON.parse(readFileSync(join(model, 'config.json'), 'utf8'));
-  expect(cfg.mempo).toEqual({ num_parameters: 3, rl: { from: 'training/out/pages-repair', steps: 4, seed: 1, dev_em_before: 0.86, dev_em_after: 0.84, train_minutes: 1.5 } });
+  expect(cfg.mempo).toEqual({ num_parameters: 3, rl: { from: 'training/out/pages-repair', steps: 4, seed: 1, format_score: 0, dev_em_before: 0.86, dev_em_after: 0.84, dev_pages_em_before: 0.26, dev_pages_em_after: 0.3, train_minutes: 1.5 } });
   const man = JSON.parse(readFileSync(join(model, 'manifest.json'), 'utf8'));
   expect(Object.keys(man.files)).toEqual(['config.json', 'generation_config.json', 'model.onnx', 'tokenizer.json', 'tokenizer_config.json']);
   // `printf 'rl model.onnx' | sha256sum`
@@ -201,14 +210,24 @@ test('rl: `mempo train` from pages-repair with the MemPO arm settings; its last 
   // run again with more steps: the run continues (--resume), only --steps changed
   const again = fakeTrainIn(dir, { STAGES: 'rl', RL_STEPS: '6', RL_SEED: '1' });
   expect(again.code).toBe(0);
-  expect(readFileSync(join(dir, 'mempo.log'), 'utf8').trimEnd().split('\n')[1]).toMatch(/ --steps 6 .* --quiet --resume$/);
+  expect(readFileSync(join(dir, 'mempo.log'), 'utf8').trimEnd().split('\n')[3]).toMatch(/^train .* --steps 6 .* --quiet --resume$/);
+  // RL_FORMAT_SCORE and RL_BUDGET_SCORE reach `mempo train`, and the format score its record
+  const env = rlScratch(0.84);
+  expect(fakeTrainIn(env, { STAGES: 'rl', RL_STEPS: '4', RL_FORMAT_SCORE: '-1', RL_BUDGET_SCORE: '0' }).code).toBe(0);
+  expect(readFileSync(join(env, 'mempo.log'), 'utf8').split('\n')[0]).toMatch(/ --format-score -1 --budget-score 0 --threads 2 --quiet$/);
+  expect(JSON.parse(readFileSync(join(env, 'models/mempo-tiny/config.json'), 'utf8')).mempo.rl).toMatchObject({ steps: 4, format_score: -1 });
 }, 30_000);
 
-test('rl: a run whose greedy dev check fell by more than 5 of 50 questions does not replace the model', () => {
+test('rl: a run whose greedy dev check, or its EM on dev page questions, fell by more than 5 of 50 questions does not replace the model', () => {
   const dir = rlScratch(0.74);
   const r = fakeTrainIn(dir, { STAGES: 'rl', RL_STEPS: '4' });
   expect(r.code).toBe(3);
   expect(r.err).toContain('the greedy dev check fell from 0.86 at step 0 to 0.74 at step 4 (more than 0.1)');
   expect(readFileSync(join(dir, 'models/mempo-tiny/config.json'), 'utf8')).toBe(shipped);
+  // the old kinds held (0.84) while the page tool was lost: refused too
+  const lost = rlScratch(0.84, 0.04);
+  const l = fakeTrainIn(lost, { STAGES: 'rl', RL_STEPS: '4' });
+  expect([l.code, l.err]).toEqual([3, expect.stringContaining('the greedy EM on dev page questions fell from 0.26 (training/out/pages-repair) to 0.04 at step 4 (more than 0.1)')]);
+  expect(readFileSync(join(lost, 'models/mempo-tiny/config.json'), 'utf8')).toBe(shipped);
   expect(fakeTrainIn(dir, { STAGES: 'rl', PAGE_QUESTIONS: '0' })).toMatchObject({ code: 2, err: expect.stringContaining('rl needs page questions') });
 }, 30_000);
