@@ -3,7 +3,7 @@ processes"): real processes, real gloo on loopback, the embedded model.
 
     PYTHONPATH=learner /usr/bin/python3 -m unittest discover -s test/python -p 'test_learner_dist.py'
 
-Same numbers as one process (log-probs ≤ 1e-6, weights after 3 steps within 5 % of an Adam step),
+Same numbers as one process (log-probs ≤ LOGP_TOL, weights after 3 steps within 5 % of an Adam step),
 checkpoints written by 2 ranks resume on 1 and the other way round, the launcher start
 (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT), and failures: a rank killed or stalled fails the
 request naming it and rank 0 exits; a rank 0 killed takes the other ranks with it."""
@@ -28,6 +28,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mempo_learner.learner import Learner  # noqa: E402
 from mempo_learner.tiny import TinyModel  # noqa: E402
 from test_learner import ADAM, TINY, Client, samples  # noqa: E402
+
+# float32 log-probs of ~8 in magnitude (vocabulary 3,072) from a forward whose reductions run in another order in
+# another process count: a few ulps of 8 (1e-6 each). An Intel Xeon (AVX-512) gave 5.7e-6 where the AMD EPYC gave
+# under 1e-6; a wrong sample, shard or weight moves them by far more than 1e-5.
+LOGP_TOL = 1e-5
 
 
 class Proc:
@@ -141,8 +146,8 @@ class DistTest(unittest.TestCase):
         for policy in ("current", "reference"):
             got = [c.frame("/forward", {"policy": policy, "grad": False}, t)[1][1]["logp"] for c in (self.c1, self.c2)]
             with self.subTest(policy=policy):
-                self.assertLessEqual(float(np.abs(got[1] - got[0]).max()), 1e-6)
-                self.assertLessEqual(float(np.abs(got[0] - want).max()), 1e-6)
+                self.assertLessEqual(float(np.abs(got[1] - got[0]).max()), LOGP_TOL)
+                self.assertLessEqual(float(np.abs(got[0] - want).max()), LOGP_TOL)
         norms = []
         for step in (1, 2):
             norms.append([run_step(c, step)["grad_norm"] for c in (self.c1, self.c2)])
@@ -172,7 +177,7 @@ class DistTest(unittest.TestCase):
         self.assert_close_weights(r2, w1)
         # the reference stays the starting weights on every rank
         got = self.c2.frame("/forward", {"policy": "reference", "grad": False}, t)[1][1]["logp"]
-        self.assertLessEqual(float(np.abs(got - want).max()), 1e-6)
+        self.assertLessEqual(float(np.abs(got - want).max()), LOGP_TOL)
         # rank 0 refuses a bad request before any rank starts, and the group goes on
         st, e = self.c2.frame("/backward", {"forward_id": 999}, {"grad": np.ones(3, np.float32)})
         self.assertEqual((st, e["error"]["code"]), (409, "stale_forward"))
@@ -197,7 +202,7 @@ class DistTest(unittest.TestCase):
         self.assertEqual(c.json("GET", "/info")[1]["processes"], 2)
         ids, lens, st = samples(9, [25, 13, 40], [2, 5, 30])
         got = c.frame("/forward", {"policy": "current", "grad": False}, {"ids": ids, "lengths": lens, "target_start": st})[1][1]["logp"]
-        self.assertLessEqual(float(np.abs(got - Learner(TINY).forward(ids, lens, st)[1]).max()), 1e-6)
+        self.assertLessEqual(float(np.abs(got - Learner(TINY).forward(ids, lens, st)[1]).max()), LOGP_TOL)
         # rank 0 killed: rank 1 (no parent of its own here) finds the store gone and exits
         r0.p.kill()
         self.assertEqual(r1.p.wait(timeout=30), 1)
