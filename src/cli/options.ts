@@ -33,14 +33,16 @@ export const NONE = 'none';
 
 /** A positive integer, or "none" for no limit. */
 export function intOrNone(v: string): number | typeof NONE {
-  if (/^(none|null|off)$/i.test(v.trim())) return NONE;
-  return int(1)(v);
+  return noneOr(int(1))(v);
 }
 
 /** A finite number, or 'none' (null). */
 export function numOrNone(v: string): number | typeof NONE {
-  if (/^(none|null|off)$/i.test(v.trim())) return NONE;
-  return num()(v);
+  return noneOr(num())(v);
+}
+
+function noneOr(parse: (v: string) => number): (v: string) => number | typeof NONE {
+  return (v) => (/^(none|null|off)$/i.test(v.trim()) ? NONE : parse(v));
 }
 
 /** A flag value of `intOrNone` (or its default) as number | null. */
