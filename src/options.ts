@@ -155,6 +155,8 @@ export const advantageSchema = z.object({
   memGrouping: z.enum(['question', 'question-round']).default('question'),
   /** Weight of the memory advantage (docs/algorithm.md §5, default 1). */
   alpha: finite().default(1),
+  /** Subtracted from the advantage of the round that broke the format, not of the whole trajectory (docs/algorithm.md §5, default 0). */
+  formatPenalty: z.number().nonnegative().default(0),
 }).strict();
 
 export const pipelineSchema = z.object({

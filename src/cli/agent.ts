@@ -61,6 +61,7 @@ function why(attr: string): string {
   if (attr === 'resume') return 'mempo rollout --agent writes its batch whole; rerun with --force';
   if (attr === 'asyncLevel') return 'overlapped steps are not supported with --agent';
   if (/^(formatScore|budgetScore|metric|requireAnswer)$/.test(attr)) return "the outcome reward is your module's reward export";
+  if (attr === 'formatPenalty') return "the format check reads the built-in agent's rounds; your module's reward export scores yours";
   return "it configures mempo's built-in agent (its rounds, sampling, context and prompts); your agent sets its own";
 }
 

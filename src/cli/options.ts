@@ -28,6 +28,9 @@ export function num(check: (x: number) => boolean = Number.isFinite, what = 'a f
   };
 }
 
+/** A finite number >= 0. */
+export const nonNeg = num((x) => x >= 0 && Number.isFinite(x), 'a finite number >= 0');
+
 /** What a parsed 'none' becomes (commander turns a parsed null into ''); `orNull` maps it back. */
 export const NONE = 'none';
 
@@ -121,10 +124,11 @@ export function addPipelineOptions(cmd: Command, defaults: CommandDefaults = {})
   add('--budget-score <x>', "score of a trajectory stopped by the response budget ('none': the format check decides)", numOrNone, D.reward.budgetScore ?? 'none');
   add('--metric <m>', 'outcome metric', undefined, D.reward.metric, ['em', 'f1']);
   add('--require-answer', 'a response without an <answer> round has an invalid format');
-  add('--eps <x>', 'added to the group std', num((x) => x >= 0 && Number.isFinite(x), 'a finite number >= 0'), D.advantage.eps);
+  add('--eps <x>', 'added to the group std', nonNeg, D.advantage.eps);
   add('--no-norm-by-std', 'advantage = score - group mean (no division by the std)');
   add('--mem-grouping <g>', "memory-reward normalisation: per 'question' or per 'question-round'", undefined, D.advantage.memGrouping, ['question', 'question-round']);
   add('--alpha <x>', 'weight of the memory advantage in the final advantage', num(), D.advantage.alpha);
+  add('--format-penalty <x>', "subtracted from the advantage of the round that broke the format (that round's tokens only)", nonNeg, D.advantage.formatPenalty);
   return cmd;
 }
 
@@ -149,7 +153,7 @@ export function pipelineOptionsFromFlags(o: Record<string, unknown>, memoryRewar
       scorerMaxBatchTokens: o['scorerMaxBatchTokens'], enabled: memoryEnabled,
     },
     reward: { formatScore: o['formatScore'], budgetScore: orNull(o['budgetScore']), metric: o['metric'], requireAnswer: Boolean(o['requireAnswer']) },
-    advantage: { eps: o['eps'], normByStd: o['normByStd'] !== false, memGrouping: o['memGrouping'], alpha: o['alpha'] },
+    advantage: { eps: o['eps'], normByStd: o['normByStd'] !== false, memGrouping: o['memGrouping'], alpha: o['alpha'], formatPenalty: o['formatPenalty'] },
   });
 }
 

@@ -4,7 +4,7 @@ import { EMBEDDED } from '../paths';
 import { MempoError } from '../errors';
 import { AGG_MODES, KL_TYPES } from '../kernels/ppo-policy-loss';
 import { resolveTrainOptions, trainSchema } from '../train/options';
-import { int, num } from './options';
+import { int, nonNeg, num } from './options';
 import { executeTrain, type TrainSettings } from './train';
 import { LEARNER_DEFAULTS } from '../learner/http-learner';
 import type { RunIO, RunSettings } from './run-settings';
@@ -13,7 +13,6 @@ import { loadAgentModule } from '../agents/agent-module';
 
 const D = trainSchema.parse({});
 const pos = num((x) => x > 0 && Number.isFinite(x), 'a positive number');
-const nonNeg = num((x) => x >= 0 && Number.isFinite(x), 'a finite number >= 0');
 
 export function trainCommand(io: RunIO, onDone: (code: number) => void, inputs: (c: Command) => Command, runSettings: (o: Record<string, unknown>, c: Command) => RunSettings): Command {
   const cmd = inputs(new Command('train'))

@@ -138,6 +138,8 @@ export interface ScoredTrajectory {
   score: number | null;
   formatValid: boolean;
   formatReason: string | null;
+  /** The 1-based round of the first format error (0: no round at all); null when the format is valid. */
+  formatRound: number | null;
   /** Per round (index r-1): the memory reward, or null. */
   roundRewards: Array<RoundRewards | null>;
   /** Per response token. Zero for excluded trajectories. */

@@ -78,7 +78,8 @@ export function f1Score(pred: string | null, golds: string | readonly string[]):
   return best;
 }
 
-export type FormatResult = { valid: true } | { valid: false; reason: string };
+/** `round`: the 1-based round of the first error (0: the response has no round). */
+export type FormatResult = { valid: true } | { valid: false; reason: string; round: number };
 
 /** `opts.reading`: the 1-based rounds that read a queued chunk; absent, none. */
 function readingRounds(o: Record<string, unknown>): Set<number> {
@@ -104,8 +105,8 @@ export function validateFormat(response: string, opts?: { requireAnswer?: boolea
   const o = checkOptions(opts, 'opts', ['requireAnswer', 'access', 'reading']);
   const requireAnswer = optBoolean(o, 'requireAnswer', 'opts', false);
   const access = optBoolean(o, 'access', 'opts', false);
-  const reason = responseFormatError(response, requireAnswer, grammarFor(access), readingRounds(o));
-  return reason === null ? { valid: true } : { valid: false, reason };
+  const error = responseFormatError(response, requireAnswer, grammarFor(access), readingRounds(o));
+  return error === null ? { valid: true } : { valid: false, reason: error.reason, round: error.round };
 }
 
 export interface ComputeScoreOptions {

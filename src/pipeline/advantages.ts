@@ -1,8 +1,9 @@
 /**
  * Advantages of one batch (docs/algorithm.md §5) through the kernel API on padded B × T arrays:
  * the GRPO outcome advantage per group, the memory advantage written on each snapshot's mem
- * span, and the final advantage outcome + α · memory. Excluded trajectories take no part (their
- * group is normalised over the remaining samples) and keep zero advantages.
+ * span, and the final advantage outcome + α · memory, less `formatPenalty` on the tokens of the
+ * round that broke the format. Excluded trajectories take no part (their group is normalised over
+ * the remaining samples) and keep zero advantages.
  */
 import { maxOf } from '../util';
 import { mempoAdvantages } from '../kernels/mempo-advantages';
@@ -40,5 +41,21 @@ export function computeAdvantages(scored: readonly ScoredTrajectory[], snapshots
     s.outcomeAdvantage = outcome.slice(b * T, b * T + n);
     s.memoryAdvantage = memory.slice(b * T, b * T + n);
     s.advantages = final.slice(b * T, b * T + n);
+    penaliseBrokenRound(s, adv.formatPenalty);
   });
+}
+
+/**
+ * −penalty on the generated tokens of the round the format check failed in (docs/algorithm.md §5):
+ * the rounds before it (a search, a page read) are not what broke. A round the response budget cut
+ * is not the model's break (its last tag is left open by the cut) and is not penalised.
+ */
+function penaliseBrokenRound(s: ScoredTrajectory, penalty: number): void {
+  const t = s.trajectory;
+  if (!(penalty > 0) || s.formatRound === null || t.rounds.length === 0) return;
+  // Round 0 (no round parsed) is the first; a round past the last ("text after the answer round") the last.
+  const index = Math.min(Math.max(s.formatRound, 1), t.rounds.length);
+  if (t.doneReason === 'response-budget' && index === t.rounds.length) return;
+  const round = t.rounds[index - 1]!;
+  for (let p = round.start; p < round.end; p++) if (t.responseMask[p] === 1) s.advantages[p]! -= penalty;
 }

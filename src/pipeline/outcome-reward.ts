@@ -36,6 +36,7 @@ export function outcomeReward(t: Trajectory, codec: TextCodec, options: Pipeline
     score,
     formatValid: fmt.valid,
     formatReason: fmt.valid ? null : fmt.reason,
+    formatRound: fmt.valid ? null : fmt.round,
     roundRewards: t.rounds.map(() => null),
     outcomeAdvantage: new Float32Array(n),
     memoryAdvantage: new Float32Array(n),

@@ -7,13 +7,20 @@
  */
 import { checkRound, isAction, lexTags, readingGrammarOf, SEARCH_GRAMMAR, type Grammar, type TagToken } from './grammar';
 
+/** The first format error: the 1-based round it lies in (0: the response has no round) and "round N: …". */
+export interface FormatError {
+  round: number;
+  reason: string;
+}
+
 /**
- * The first format error of `response` as "round N: …", or null when every round is valid,
+ * The first format error of `response`, or null when every round is valid,
  * only tool rounds (search, access) and reading rounds are followed by an observation, nothing but whitespace lies between them,
  * an answer round is the last round and, with `requireAnswer`, there is one. `reading`: the
  * 1-based rounds that read a queued chunk (the rollout knows them; the text alone does not).
  */
-export function responseFormatError(response: string, requireAnswer: boolean, grammar: Grammar = SEARCH_GRAMMAR, reading: ReadonlySet<number> = new Set()): string | null {
+export function responseFormatError(response: string, requireAnswer: boolean, grammar: Grammar = SEARCH_GRAMMAR, reading: ReadonlySet<number> = new Set()): FormatError | null {
+  const at = (r: number, what: string): FormatError => ({ round: r, reason: `round ${r}: ${what}` });
   const tags = lexTags(response, grammar);
   const blank = (from: number, to?: number) => response.slice(from, to).trim().length === 0;
   let i = 0;
@@ -21,7 +28,7 @@ export function responseFormatError(response: string, requireAnswer: boolean, gr
   let round = 0;
   let answered = false;
   while (i < tags.length) {
-    if (answered) return `round ${round + 1}: text after the answer round`;
+    if (answered) return at(round + 1, 'text after the answer round');
     round++;
     const reads = reading.has(round);
     const ends = reads ? (t: TagToken) => t.close && t.name === 'think' : (t: TagToken) => t.close && isAction(t.name);
@@ -30,21 +37,21 @@ export function responseFormatError(response: string, requireAnswer: boolean, gr
     const stop: TagToken | undefined = tags[j];
     const end = stop === undefined ? response.length : stop.end;
     const { deviation } = checkRound(response.slice(pos, end), reads ? readingGrammarOf(grammar) : grammar);
-    if (deviation !== null) return `round ${round}: ${deviation}`;
+    if (deviation !== null) return at(round, deviation);
     answered = stop?.name === 'answer';
     pos = end;
     i = j + 1;
     const next = tags[i];
     if (answered || next === undefined || next.close || next.name !== 'information') continue;
-    if (!blank(pos, next.index)) return `round ${round}: text outside tags before <information>`;
+    if (!blank(pos, next.index)) return at(round, 'text outside tags before <information>');
     let k = i + 1;
     while (k < tags.length && !(tags[k]!.close && tags[k]!.name === 'information')) k++;
-    if (k === tags.length) return `round ${round}: <information> is not closed`;
+    if (k === tags.length) return at(round, '<information> is not closed');
     pos = tags[k]!.end;
     i = k + 1;
   }
-  if (!blank(pos)) return round === 0 ? 'no tags: expected <mem> to open the round' : `round ${round}: text outside tags at the end`;
-  if (round === 0) return 'empty response: expected <mem> to open the round';
-  if (requireAnswer && !answered) return `round ${round}: the response ends without an <answer> round`;
+  if (!blank(pos)) return round === 0 ? { round: 0, reason: 'no tags: expected <mem> to open the round' } : at(round, 'text outside tags at the end');
+  if (round === 0) return { round: 0, reason: 'empty response: expected <mem> to open the round' };
+  if (requireAnswer && !answered) return at(round, 'the response ends without an <answer> round');
   return null;
 }

@@ -68,6 +68,7 @@ it.each([
   [['train', '--eval-every', '1'], /--eval-every cannot go with --agent good\.mjs: the evaluation runs mempo's built-in agent, not yours/],
   [['train', '--async-level', '1'], /--async-level cannot go with --agent good\.mjs: overlapped steps are not supported with --agent/],
   [['train', '--max-turns', '3'], /--max-turns cannot go with --agent good\.mjs/],
+  [['train', '--format-penalty', '1'], /--format-penalty cannot go with --agent good\.mjs: the format check reads the built-in agent's rounds/],
 ])('%j with --agent is refused by name (exit 2)', async (args, message) => {
   module('good.mjs', GOOD);
   const out = join(dir, `refused-${args.join('')}`);

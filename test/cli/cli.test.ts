@@ -56,7 +56,7 @@ describe('mempo command', () => {
       '--out', '--questions', '--limit', '--group-size', '--model', '--corpus', '--retriever', '--context', '--seed',
       '--resume', '--quiet', '--json', '--max-turns', '--max-response-tokens', '--max-round-tokens', '--temperature', '--topk',
       '--doc-max-chars', '--mem-span', '--answer-template', '--threshold', '--mem-context-last-observation', '--window-tool-results',
-      '--search-short-text-chars', '--chat-template', '--webpage-short-text-chars', '--format-score', '--budget-score', '--eps', '--no-norm-by-std', '--mem-grouping', '--alpha',
+      '--search-short-text-chars', '--chat-template', '--webpage-short-text-chars', '--format-score', '--budget-score', '--eps', '--no-norm-by-std', '--mem-grouping', '--alpha', '--format-penalty',
       '--schedule', '--max-in-flight',
     ]) expect(out).toContain(flag);
   });
@@ -71,6 +71,8 @@ describe('mempo command', () => {
     expect(m.err).toContain("required option '--out <dir>' not specified");
     const b = await run(['rollout', '--out', join(dir, 'x'), '--budget-score', 'half']);
     expect(b.err).toContain("option '--budget-score <x>' argument 'half' is invalid. Expected a finite number.");
+    const p = await run(['rollout', '--out', join(dir, 'x'), '--format-penalty', '-1']);
+    expect(p.err).toContain("option '--format-penalty <x>' argument '-1' is invalid. Expected a finite number >= 0.");
   });
 
   test('a retrieval server that refuses every search: trajectories recorded with the error, exit 1 naming the server', async () => {

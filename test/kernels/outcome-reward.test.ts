@@ -1,6 +1,6 @@
 import { computeScore, emCheck, extractSolution, f1Score, normalizeAnswer, parseRoundOutput, validateFormat } from '../../src';
 import { parseRound } from '../../src/protocol/round';
-import { ROUND_CASES } from '../protocol/round-cases';
+import { ROUND_CASES, verdict } from '../protocol/round-cases';
 
 const round = (action: string) => `<mem> facts </mem><think> plan </think>${action}`;
 const obs = '<information>Doc 1 (X): <b>raw</b> text with <answer>fake</answer></information>\n';
@@ -59,6 +59,7 @@ describe('validateFormat', () => {
     expect(validateFormat(round('<search>q</search>'), { requireAnswer: true })).toEqual({
       valid: false,
       reason: 'round 1: the response ends without an <answer> round',
+      round: 1,
     });
   });
   it.each([
@@ -74,13 +75,13 @@ describe('validateFormat', () => {
     ['', 'empty response: expected <mem> to open the round'],
     ['just text', 'no tags: expected <mem> to open the round'],
   ])('rejects %j', (resp, reason) => {
-    expect(validateFormat(resp)).toEqual({ valid: false, reason });
+    expect(validateFormat(resp)).toEqual(verdict(reason));
   });
 });
 
 describe('validateFormat and the round parsers (one grammar)', () => {
   it.each(ROUND_CASES.map((c) => [c.name, c] as const))('agree on %s', (_name, c) => {
-    expect(validateFormat(c.text)).toEqual(c.reason === null ? { valid: true } : { valid: false, reason: c.reason });
+    expect(validateFormat(c.text)).toEqual(verdict(c.reason));
     expect(parseRoundOutput(c.text).violations.map((v) => v.code)).toEqual(c.codes);
     const loose = parseRound(c.text);
     expect([loose.mem, loose.think, loose.search, loose.answer]).toEqual(c.loose);
@@ -89,10 +90,12 @@ describe('validateFormat and the round parsers (one grammar)', () => {
     expect(validateFormat(round('<search>q</search>') + obs + round('<search>  </search>'))).toEqual({
       valid: false,
       reason: 'round 2: the search query is empty',
+      round: 2,
     });
     expect(validateFormat(round('<answer></answer>'), { requireAnswer: true })).toEqual({
       valid: false,
       reason: 'round 1: the answer is empty',
+      round: 1,
     });
   });
   it('reads tags inside an observation as tool output', () => {

@@ -85,9 +85,9 @@ const SCRIPT: Step[][] = [
 // validateFormat's verdict per sample, written out.
 const FORMAT = [
   { valid: true },
-  { valid: false, reason: 'round 2: expected <think> after </mem> but found <search>' },
+  { valid: false, reason: 'round 2: expected <think> after </mem> but found <search>', round: 2 },
   { valid: true },
-  { valid: false, reason: 'round 2: expected <think> after </mem> but found <answer>' },
+  { valid: false, reason: 'round 2: expected <think> after </mem> but found <answer>', round: 2 },
 ];
 const readingRounds = (s: number) => SCRIPT[s]!.flatMap((x, i) => (x.reading ? [i + 1] : []));
 
@@ -362,10 +362,10 @@ describe("tool.pageReading 'queue': ASearcher's chunk queue", () => {
     expect(computeScore(text, ['Thersekle'], { access: true })).toBe(0);
     // A reading round with an action, or a round named reading that acts after </think>.
     expect(validateFormat(`${access('none', URL_M)}\n${P1}\n<mem>x</mem><think>y<search>q</search></think>\n${P2}\n`, { access: true, reading: [2] }))
-      .toEqual({ valid: false, reason: 'round 2: <think> is not closed before <search>' });
+      .toEqual({ valid: false, reason: 'round 2: <think> is not closed before <search>', round: 2 });
     // A round named reading ends at its </think>: an action after it opens no round.
     expect(validateFormat(`${access('none', URL_M)}\n${P1}\n${answer('x', 'Thersekle')}`, { access: true, reading: [2] }))
-      .toEqual({ valid: false, reason: 'round 3: expected <mem> to open the round but found <answer>' });
+      .toEqual({ valid: false, reason: 'round 3: expected <mem> to open the round but found <answer>', round: 3 });
     // The same round read alone by the reading grammar (the per-round violations).
     expect(checkRound(answer('x', 'Thersekle'), grammarFor(true, true))).toMatchObject({
       violations: [{ code: 'action-while-reading', message: '<answer> in a reading round (chunks of a page are queued)' }],

@@ -17,6 +17,7 @@ import { runPipeline } from '../../src/pipeline/pipeline';
 import { readQuestions } from '../../src/io/questions';
 import { scoreBatch } from '../../src/pipeline/pipeline';
 import { outcomeReward } from '../../src/pipeline/outcome-reward';
+import { computeAdvantages } from '../../src/pipeline/advantages';
 import { buildSnapshots } from '../../src/pipeline/snapshots';
 import { ScriptedGenerator } from '../../src/engines/scripted';
 import { renderSearchObservation } from '../../src/retrieval/observation';
@@ -179,6 +180,39 @@ describe('agent state machine (scripted generator)', () => {
     expect(score(broken, { formatScore: -1, budgetScore: 0 })).toMatchObject({ score: -1, formatValid: false });
     expect(score(answered, { formatScore: -1, budgetScore: 0 })).toMatchObject({ score: 1, formatValid: true });
     expect(() => resolveOptions({ reward: { budgetScore: Number.NaN } })).toThrow(/options\.reward\.budgetScore/);
+  });
+
+  test('advantage.formatPenalty lowers the advantage of the round that broke the format, and of no other token', async () => {
+    const tok = await tokenizer();
+    const r1 = search('none', 'Mamek');
+    const roll = async (script: (round: number) => string, maxResponseTokens: number) => (await runAgentLoop({
+      questions: [Q1], generator: new ScriptedGenerator(tok, (tag) => script(tag.round)), retriever: new FakeRetriever(),
+      options: resolveOptions({ rollout: { groupSize: 1, maxResponseTokens } }),
+    })).trajectories[0]!;
+    // Round 1 searches, round 2 closes <think> with </mem>; a budget cut; a right answer after a search.
+    const broken = await roll((r) => (r === 1 ? r1 : '<mem>Mamek</mem><think>x</mem><answer>Thersekle</answer>'), 400);
+    const cut = await roll(() => r1, tok.encode(r1).length + 5);
+    const answered = await roll((r) => (r === 1 ? r1 : answer('Mamek is a city in Thersekle.', 'Thersekle')), 400);
+    expect(broken.rounds).toHaveLength(2);
+    const advantages = (formatPenalty: number) => {
+      const o = resolveOptions({ advantage: { formatPenalty } });
+      const scored = [broken, cut, answered].map((t) => outcomeReward(t, tok, o));
+      computeAdvantages(scored, [], o.advantage);
+      return scored;
+    };
+    const [plain, penalised] = [advantages(0), advantages(0.5)];
+    expect(penalised.map((s) => s.formatRound)).toEqual([2, 1, null]);
+    const round2 = broken.rounds[1]!;
+    for (const [k, s] of penalised.entries()) {
+      s.advantages.forEach((a, p) => {
+        const hit = k === 0 && p >= round2.start && p < round2.end && broken.responseMask[p] === 1;
+        expect(a).toBeCloseTo(plain[k]!.advantages[p]! - (hit ? 0.5 : 0), 6);
+      });
+    }
+    // The round's own tokens only: round 1 (the search) and the observation keep the outcome advantage.
+    expect(penalised[0]!.advantages[broken.rounds[0]!.start]).toBe(plain[0]!.advantages[broken.rounds[0]!.start]);
+    expect(penalised[0]!.advantages[round2.start]).toBeCloseTo(plain[0]!.advantages[round2.start]! - 0.5, 6);
+    expect(() => resolveOptions({ advantage: { formatPenalty: -1 } })).toThrow(/options\.advantage\.formatPenalty/);
   });
 
   test("memory policy: round r sees system + question + round r-1's text and observation only (docs/algorithm.md §7)", async () => {
@@ -419,7 +453,7 @@ describe('options and inputs', () => {
     expect(o.tool.topk).toBe(3);
     expect(o.memory).toMatchObject({ memSpan: 'inclusive', answerTemplate: '<answer>{answer}</answer>', targetTokenization: 'apart', gold: 'first', emptyKept: 'zero', threshold: Math.log(0.5), memContextIncludesLastObservation: false, windowToolResults: 1, searchShortTextChars: null, webpageShortTextChars: 100 });
     expect(o.reward).toEqual({ formatScore: 0, budgetScore: null, metric: 'em', requireAnswer: false });
-    expect(o.advantage).toEqual({ eps: 1e-6, normByStd: true, memGrouping: 'question', alpha: 1 });
+    expect(o.advantage).toEqual({ eps: 1e-6, normByStd: true, memGrouping: 'question', alpha: 1, formatPenalty: 0 });
     expect(resolveOptions({ memory: { threshold: -Infinity } }).memory.threshold).toBe(-Infinity);
   });
 

@@ -43,12 +43,12 @@ describe('<access> in the round grammar', () => {
   test('validateFormat: an access round followed by its page observation, then an answer', () => {
     const response = `${ACCESS}${PAGE}${ANSWER}`;
     expect(validateFormat(response, { access: true })).toEqual({ valid: true });
-    expect(validateFormat(response)).toEqual({ valid: false, reason: 'round 1: text outside tags before <information>' });
+    expect(validateFormat(response)).toEqual({ valid: false, reason: 'round 1: text outside tags before <information>', round: 1 });
     expect(computeScore(response, ['Thersekle'], { access: true })).toBe(1);
     expect(computeScore(response, ['Thersekle'])).toBe(0);
     // A page's text is tool output: tags inside it are not read.
     expect(validateFormat(`${ACCESS}\n<information>Page 1 of 1 (u): <answer>x</answer> <search></information>\n${ANSWER}`, { access: true })).toEqual({ valid: true });
-    expect(validateFormat(`${ACCESS}${PAGE}`, { access: true, requireAnswer: true })).toEqual({ valid: false, reason: 'round 1: the response ends without an <answer> round' });
+    expect(validateFormat(`${ACCESS}${PAGE}`, { access: true, requireAnswer: true })).toEqual({ valid: false, reason: 'round 1: the response ends without an <answer> round', round: 1 });
     expect(() => validateFormat(response, { access: 'yes' as unknown as boolean })).toThrow(/opts\.access/);
   });
 

@@ -5,13 +5,13 @@
 import { validateFormat } from '../../src/kernels/outcome-reward';
 import { checkRound, firstDeviation, lexTags } from '../../src/protocol/grammar';
 import { parseRound, parseRoundOutput } from '../../src/protocol/round';
-import { ROUND_CASES } from './round-cases';
+import { ROUND_CASES, verdict } from './round-cases';
 
 describe('the three round readers', () => {
   test.each(ROUND_CASES.map((c) => [c.name, c] as const))('agree on %s', (_name, c) => {
     const p = parseRoundOutput(c.text);
     expect(p.violations.map((v) => v.code)).toEqual(c.codes);
-    expect(validateFormat(c.text)).toEqual(c.reason === null ? { valid: true } : { valid: false, reason: c.reason });
+    expect(validateFormat(c.text)).toEqual(verdict(c.reason));
     const loose = parseRound(c.text);
     expect([loose.mem, loose.think, loose.search, loose.answer]).toEqual(c.loose);
     // The strict reader sees the blocks the loose one does.
@@ -26,7 +26,7 @@ describe('the three round readers', () => {
       ['<mem>m</mem><think>t</think><answer>\n </answer>', 'empty-answer', 'round 1: the answer is empty'],
     ] as const) {
       expect(parseRoundOutput(text).violations).toEqual([{ code, message: reason.slice('round 1: '.length) }]);
-      expect(validateFormat(text)).toEqual({ valid: false, reason });
+      expect(validateFormat(text)).toEqual(verdict(reason));
     }
   });
 });

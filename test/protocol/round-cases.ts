@@ -5,6 +5,12 @@
  */
 import type { ViolationCode } from '../../src/protocol/grammar';
 
+/** validateFormat's verdict for a hand-written reason: invalid in the round the reason names ("round N: …"; none: 0). */
+export function verdict(reason: string | null): { valid: true } | { valid: false; reason: string; round: number } {
+  if (reason === null) return { valid: true };
+  return { valid: false, reason, round: Number(/^round (\d+): /.exec(reason)?.[1] ?? 0) };
+}
+
 export interface RoundCase {
   name: string;
   text: string;
