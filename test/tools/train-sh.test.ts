@@ -198,13 +198,13 @@ test('rl: `mempo train` from pages-repair with the MemPO arm settings; its last 
   const pageEval = (model: string, m: string) => `eval --model ${model} --corpus data/world/corpus-pages.jsonl --pages data/world/pages.jsonl ` +
     `--page-chunk-chars 1000 --split dev-pages --limit 50 --max-turns 12 --threads 2 --quiet --force --json --out training/out/rl-pages-${m}\n`;
   expect(readFileSync(join(dir, 'mempo.log'), 'utf8')).toBe('train --model training/out/pages-repair --out training/out/run-rl --seed 1 --shuffle ' +
-    '--steps 4 --questions-per-step 8 -n 8 --max-turns 12 --eval-every 12 --eval-questions 50 --format-score 0 --budget-score none --format-penalty 0 --threads 2 --quiet\n' +
+    '--steps 4 --questions-per-step 8 -n 8 --max-turns 12 --eval-every 12 --eval-questions 50 --format-score 0 --budget-score none --format-penalty 1 --threads 2 --quiet\n' +
     pageEval('training/out/pages-repair', 'before') + pageEval('training/out/run-rl/checkpoints/step-4', 'after'));
   const model = join(dir, 'models/mempo-tiny');
   expect(readFileSync(join(model, 'model.onnx'), 'utf8')).toBe('rl model.onnx');
   expect(existsSync(join(model, 'learner.safetensors'))).toBe(false);
   const cfg = JSON.parse(readFileSync(join(model, 'config.json'), 'utf8'));
-  expect(cfg.mempo).toEqual({ num_parameters: 3, rl: { from: 'training/out/pages-repair', steps: 4, seed: 1, format_score: 0, budget_score: null, format_penalty: 0, dev_em_before: 0.86, dev_em_after: 0.84, dev_pages_em_before: 0.26, dev_pages_em_after: 0.3, train_minutes: 1.5 } });
+  expect(cfg.mempo).toEqual({ num_parameters: 3, rl: { from: 'training/out/pages-repair', steps: 4, seed: 1, format_score: 0, budget_score: null, format_penalty: 1, dev_em_before: 0.86, dev_em_after: 0.84, dev_pages_em_before: 0.26, dev_pages_em_after: 0.3, train_minutes: 1.5 } });
   const man = JSON.parse(readFileSync(join(model, 'manifest.json'), 'utf8'));
   expect(Object.keys(man.files)).toEqual(['config.json', 'generation_config.json', 'model.onnx', 'tokenizer.json', 'tokenizer_config.json']);
   // `printf 'rl model.onnx' | sha256sum`
