@@ -58,6 +58,14 @@ const obsFor = (q: string, topk = 3) => renderSearchObservation(
   [{ title: 'Mamek', contents: `Mamek is a city in Thersekle. (${q})`, score: 2 }, { title: 'Other', contents: 'Nothing here.', score: 1 }].slice(0, topk),
 );
 
+/** One trajectory of Q1 scripted round by round, under a response budget. */
+async function rollOne(tok: Awaited<ReturnType<typeof tokenizer>>, script: (round: number) => string, maxResponseTokens: number) {
+  return (await runAgentLoop({
+    questions: [Q1], generator: new ScriptedGenerator(tok, (tag) => script(tag.round)), retriever: new FakeRetriever(),
+    options: resolveOptions({ rollout: { groupSize: 1, maxResponseTokens } }),
+  })).trajectories[0]!;
+}
+
 describe('agent state machine (scripted generator)', () => {
   test('runs search → observation → answer with the protocol layout, mask and log-probs', async () => {
     const tok = await tokenizer();
@@ -164,10 +172,7 @@ describe('agent state machine (scripted generator)', () => {
   test('reward.budgetScore scores a budget cut in place of the format check; the model\'s own format breaks keep formatScore', async () => {
     const tok = await tokenizer();
     const r1 = search('none', 'Mamek');
-    const roll = async (script: (round: number) => string, maxResponseTokens: number) => (await runAgentLoop({
-      questions: [Q1], generator: new ScriptedGenerator(tok, (tag) => script(tag.round)), retriever: new FakeRetriever(),
-      options: resolveOptions({ rollout: { groupSize: 1, maxResponseTokens } }),
-    })).trajectories[0]!;
+    const roll = (script: (round: number) => string, maxResponseTokens: number) => rollOne(tok, script, maxResponseTokens);
     const cut = await roll(() => r1, tok.encode(r1).length + 5);
     const broken = await roll(() => '<mem>none</mem><think>x</mem>', 200);
     const answered = await roll((r) => (r === 1 ? r1 : answer('Mamek is a city in Thersekle.', 'Thersekle')), 400);
@@ -185,10 +190,7 @@ describe('agent state machine (scripted generator)', () => {
   test('advantage.formatPenalty lowers the advantage of the round that broke the format, and of no other token', async () => {
     const tok = await tokenizer();
     const r1 = search('none', 'Mamek');
-    const roll = async (script: (round: number) => string, maxResponseTokens: number) => (await runAgentLoop({
-      questions: [Q1], generator: new ScriptedGenerator(tok, (tag) => script(tag.round)), retriever: new FakeRetriever(),
-      options: resolveOptions({ rollout: { groupSize: 1, maxResponseTokens } }),
-    })).trajectories[0]!;
+    const roll = (script: (round: number) => string, maxResponseTokens: number) => rollOne(tok, script, maxResponseTokens);
     // Round 1 searches, round 2 closes <think> with </mem>; a budget cut; a right answer after a search.
     const broken = await roll((r) => (r === 1 ? r1 : '<mem>Mamek</mem><think>x</mem><answer>Thersekle</answer>'), 400);
     const cut = await roll(() => r1, tok.encode(r1).length + 5);
