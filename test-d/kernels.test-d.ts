@@ -82,7 +82,7 @@ export type Shapes = [
   Expect<Equal<MemGrouping, 'question' | 'question-round'>>,
   Expect<Equal<typeof AGG_MODES, readonly ['token-mean', 'seq-mean-token-sum', 'seq-mean-token-mean']>>,
   Expect<Equal<typeof KL_TYPES, readonly ['k1', 'k2', 'k3', 'low_var_kl']>>,
-  Expect<Equal<FormatResult, { valid: true } | { valid: false; reason: string }>>,
+  Expect<Equal<FormatResult, { valid: true } | { valid: false; reason: string; round: number }>>,
   Expect<Equal<MemoryRewards, { memRewards: Float32Array; pFull: Float32Array; pMem: Float32Array }>>,
   Expect<Equal<PpoPolicyLossResult, { loss: number; grad: Float32Array; clipFrac: number; approxKl: number; kl?: number }>>,
   Expect<Equal<GroupNormOptions, { eps?: number; normByStd?: boolean }>>,
