@@ -31,8 +31,9 @@ from test_learner import ADAM, TINY, Client, samples  # noqa: E402
 
 # float32 log-probs of ~8 in magnitude (vocabulary 3,072) from a forward whose reductions run in another order in
 # another process count: a few ulps of 8 (1e-6 each). An Intel Xeon (AVX-512) gave 5.7e-6 where the AMD EPYC gave
-# under 1e-6; a wrong sample, shard or weight moves them by far more than 1e-5.
-LOGP_TOL = 1e-5
+# under 1e-6, and an AMD EPYC under load 1.24e-5 (2026-12-07); a wrong sample, shard or weight moves them by
+# far more than 5e-5.
+LOGP_TOL = 5e-5
 
 
 class Proc:
@@ -135,7 +136,9 @@ class DistTest(unittest.TestCase):
         a, b = weights(a_dir), weights(b_dir)
         for n in b:
             with self.subTest(param=n):
-                self.assertLessEqual(float((a[n] - b[n]).abs().max()), 5e-2 * ADAM["lr"])
+                # 2026-12-07, AMD EPYC: 8.7e-5 = 8.7 % of a step (Adam's 1/sqrt(v) magnifies reduction-order noise
+                # in small gradients); a lost rank or a wrong average moves weights by whole steps.
+                self.assertLessEqual(float((a[n] - b[n]).abs().max()), 0.25 * ADAM["lr"])
 
     def test_1_same_numbers_as_one_process_and_checkpoints_resume_on_the_other_count(self):
         self.assertEqual(self.c2.json("GET", "/info")[1]["processes"], 2)
