@@ -53,7 +53,7 @@ cfg.mempo = {
   ...cfg.mempo,
   rl: {
     from, steps, seed: trainer.seed, format_score: trainer.settings?.pipeline?.reward?.formatScore ?? null,
-    budget_score: trainer.settings?.pipeline?.reward?.budgetScore ?? null, format_penalty: trainer.settings?.pipeline?.advantage?.formatPenalty ?? null,
+    budget_score: trainer.settings?.pipeline?.reward?.budgetScore ?? null, metric: trainer.settings?.pipeline?.reward?.metric ?? null, format_penalty: trainer.settings?.pipeline?.advantage?.formatPenalty ?? null,
     dev_em_before: first.eval.em, dev_em_after: last.eval.em, dev_pages_em_before: pagesBefore, dev_pages_em_after: pagesAfter,
     train_minutes: Number((trained.reduce((a, r) => a + (r.wallMs?.total ?? 0), 0) / 60000).toFixed(1)),
   },

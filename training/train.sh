@@ -20,8 +20,9 @@
 #      MemPO arm of docs/experiments.md ("Where memory matters"): 8 questions x 8 samples a step, at most 12
 #      rounds, the default training split and budget, RL_STEPS steps (default 48), seed RL_SEED (default 1);
 #      RL_FORMAT_SCORE, RL_BUDGET_SCORE and RL_FORMAT_PENALTY set --format-score (default 0), --budget-score
-#      (default none) and --format-penalty (default 1: the round that broke the format, not the trajectory);
-#      training/README.md "RL: MemPO itself" for what each did.
+#      (default none) and --format-penalty (default 1: the round that broke the format, not the trajectory), RL_METRIC
+#      the outcome --metric (default f1: a question of several objectives, which EM almost never credits, still
+#      ranks its samples); training/README.md "RL: MemPO itself" for what each did.
 #      Its last checkpoint's model files make training/out/rl, refused if its greedy dev check fell by more
 #      than 5 of 50 questions, or its greedy EM on 50 dev page questions did.
 # STAGES="pages2 pages-repair" runs those stages alone, from the directories of the earlier ones.
@@ -159,7 +160,7 @@ for stage in ${STAGES:-stage1 stage2 repair${pages:+ pages1 pages2 pages-repair 
       compgen -G "$out/run-rl/checkpoints/step-*/trainer.json" > /dev/null && resume=(--resume)
       node dist/cli/main.js train --model $out/pages-repair --out $out/run-rl --seed ${RL_SEED:-1} --shuffle \
         --steps $rl_steps --questions-per-step 8 -n 8 --max-turns 12 --eval-every 12 --eval-questions 50 \
-        --format-score ${RL_FORMAT_SCORE:-0} --budget-score ${RL_BUDGET_SCORE:-none} --format-penalty ${RL_FORMAT_PENALTY:-1} --threads 2 --quiet "${resume[@]}"
+        --format-score ${RL_FORMAT_SCORE:-0} --budget-score ${RL_BUDGET_SCORE:-none} --format-penalty ${RL_FORMAT_PENALTY:-1} --metric ${RL_METRIC:-f1} --threads 2 --quiet "${resume[@]}"
       # The dev check in metrics.jsonl asks the old kinds only; RL must not cost the page tool either: 50 dev page
       # questions, greedy, before and after (a run that stopped opening pages answered none of them).
       for m in before after; do

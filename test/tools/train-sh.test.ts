@@ -182,7 +182,7 @@ fs.mkdirSync(ck, { recursive: true });
 for (const f of ['model.onnx', 'generation_config.json', 'tokenizer.json', 'tokenizer_config.json', 'learner.safetensors']) fs.writeFileSync(path.join(ck, f), 'rl ' + f);
 fs.writeFileSync(path.join(ck, 'config.json'), JSON.stringify({ mempo: { num_parameters: 3 } }));
 const flag = (f) => a[a.indexOf(f) + 1];
-const reward = { formatScore: Number(flag('--format-score')), budgetScore: flag('--budget-score') === 'none' ? null : Number(flag('--budget-score')) };
+const reward = { formatScore: Number(flag('--format-score')), budgetScore: flag('--budget-score') === 'none' ? null : Number(flag('--budget-score')), metric: flag('--metric') };
 const advantage = { formatPenalty: Number(flag('--format-penalty')) };
 fs.writeFileSync(path.join(ck, 'trainer.json'), JSON.stringify({ step: steps, seed, settings: { pipeline: { reward, advantage } } }));
 const rows = [{ step: 0, eval: { em: 0.86 } }, { step: steps, eval: { em: ${after} }, wallMs: { total: 90000 } }];
@@ -198,13 +198,13 @@ test('rl: `mempo train` from pages-repair with the MemPO arm settings; its last 
   const pageEval = (model: string, m: string) => `eval --model ${model} --corpus data/world/corpus-pages.jsonl --pages data/world/pages.jsonl ` +
     `--page-chunk-chars 1000 --split dev-pages --limit 50 --max-turns 12 --threads 2 --quiet --force --json --out training/out/rl-pages-${m}\n`;
   expect(readFileSync(join(dir, 'mempo.log'), 'utf8')).toBe('train --model training/out/pages-repair --out training/out/run-rl --seed 1 --shuffle ' +
-    '--steps 4 --questions-per-step 8 -n 8 --max-turns 12 --eval-every 12 --eval-questions 50 --format-score 0 --budget-score none --format-penalty 1 --threads 2 --quiet\n' +
+    '--steps 4 --questions-per-step 8 -n 8 --max-turns 12 --eval-every 12 --eval-questions 50 --format-score 0 --budget-score none --format-penalty 1 --metric f1 --threads 2 --quiet\n' +
     pageEval('training/out/pages-repair', 'before') + pageEval('training/out/run-rl/checkpoints/step-4', 'after'));
   const model = join(dir, 'models/mempo-tiny');
   expect(readFileSync(join(model, 'model.onnx'), 'utf8')).toBe('rl model.onnx');
   expect(existsSync(join(model, 'learner.safetensors'))).toBe(false);
   const cfg = JSON.parse(readFileSync(join(model, 'config.json'), 'utf8'));
-  expect(cfg.mempo).toEqual({ num_parameters: 3, rl: { from: 'training/out/pages-repair', steps: 4, seed: 1, format_score: 0, budget_score: null, format_penalty: 1, dev_em_before: 0.86, dev_em_after: 0.84, dev_pages_em_before: 0.26, dev_pages_em_after: 0.3, train_minutes: 1.5 } });
+  expect(cfg.mempo).toEqual({ num_parameters: 3, rl: { from: 'training/out/pages-repair', steps: 4, seed: 1, format_score: 0, budget_score: null, metric: 'f1', format_penalty: 1, dev_em_before: 0.86, dev_em_after: 0.84, dev_pages_em_before: 0.26, dev_pages_em_after: 0.3, train_minutes: 1.5 } });
   const man = JSON.parse(readFileSync(join(model, 'manifest.json'), 'utf8'));
   expect(Object.keys(man.files)).toEqual(['config.json', 'generation_config.json', 'model.onnx', 'tokenizer.json', 'tokenizer_config.json']);
   // `printf 'rl model.onnx' | sha256sum`
@@ -213,11 +213,11 @@ test('rl: `mempo train` from pages-repair with the MemPO arm settings; its last 
   const again = fakeTrainIn(dir, { STAGES: 'rl', RL_STEPS: '6', RL_SEED: '1' });
   expect(again.code).toBe(0);
   expect(readFileSync(join(dir, 'mempo.log'), 'utf8').trimEnd().split('\n')[3]).toMatch(/^train .* --steps 6 .* --quiet --resume$/);
-  // RL_FORMAT_SCORE, RL_BUDGET_SCORE and RL_FORMAT_PENALTY reach `mempo train`, and its record
+  // RL_FORMAT_SCORE, RL_BUDGET_SCORE, RL_FORMAT_PENALTY and RL_METRIC reach `mempo train`, and its record
   const env = rlScratch(0.84);
-  expect(fakeTrainIn(env, { STAGES: 'rl', RL_STEPS: '4', RL_FORMAT_SCORE: '-1', RL_BUDGET_SCORE: '0', RL_FORMAT_PENALTY: '0.5' }).code).toBe(0);
-  expect(readFileSync(join(env, 'mempo.log'), 'utf8').split('\n')[0]).toMatch(/ --format-score -1 --budget-score 0 --format-penalty 0\.5 --threads 2 --quiet$/);
-  expect(JSON.parse(readFileSync(join(env, 'models/mempo-tiny/config.json'), 'utf8')).mempo.rl).toMatchObject({ steps: 4, format_score: -1, budget_score: 0, format_penalty: 0.5 });
+  expect(fakeTrainIn(env, { STAGES: 'rl', RL_STEPS: '4', RL_FORMAT_SCORE: '-1', RL_BUDGET_SCORE: '0', RL_FORMAT_PENALTY: '0.5', RL_METRIC: 'em' }).code).toBe(0);
+  expect(readFileSync(join(env, 'mempo.log'), 'utf8').split('\n')[0]).toMatch(/ --format-score -1 --budget-score 0 --format-penalty 0\.5 --metric em --threads 2 --quiet$/);
+  expect(JSON.parse(readFileSync(join(env, 'models/mempo-tiny/config.json'), 'utf8')).mempo.rl).toMatchObject({ steps: 4, format_score: -1, budget_score: 0, metric: 'em', format_penalty: 0.5 });
 }, 30_000);
 
 test('rl: a run whose greedy dev check, or its EM on dev page questions, fell by more than 5 of 50 questions does not replace the model', () => {
