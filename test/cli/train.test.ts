@@ -39,7 +39,7 @@ describeWithTorch('mempo train', () => {
     expect(ls.map((l) => l.step)).toEqual([0, 1, 2, 3]);
     // The default loop (--async-level 0) is the loop before overlapped steps existed: these same flags
     // gave this metrics.jsonl with the code of b037786 (recorded on the 2-core dev machine, spawned learner's default threads;
-    // re-recorded with b037786's code, built in a worktree, when models/mempo-tiny was retrained with pages, last on 2026-12-04).
+    // re-recorded with b037786's code, built in a worktree, whenever models/mempo-tiny changes: last on 2026-12-07, the RL model).
     // Counts and structure exactly; floats within 1e-4 relative (+1e-6 absolute): the figures are float32 sums and
     // three Adam steps recomputed on another CPU (an Intel Xeon gave pFull 0.1413711905 for the AMD-recorded
     // 0.1413710614, 9e-7 relative), where the reductions run in another order; a changed algorithm moves them by far more.
