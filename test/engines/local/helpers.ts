@@ -19,9 +19,10 @@ export const MAX_POS = MODEL_CONFIG.max_position_embeddings;
 
 /**
  * log π(target_t | context, target_<t) by teacher forcing the unpadded sequence alone, with a
- * float64 log-softmax in JS: the reference for the batched scorer and for generation log-probs.
+ * float64 log-softmax in JS: the reference for the batched scorer and for generation log-probs;
+ * with `temperature`, of logits / temperature (the sampler's default 'temperature' log-probs).
  */
-export async function referenceLogprobs(model: CausalLM, context: ArrayLike<number>, target: ArrayLike<number>): Promise<Float64Array> {
+export async function referenceLogprobs(model: CausalLM, context: ArrayLike<number>, target: ArrayLike<number>, temperature = 1): Promise<Float64Array> {
   const ids = [...Array.from(context), ...Array.from(target)];
   const logits = await model.logitsOf(ids);
   const V = model.config.vocabSize;
@@ -31,8 +32,8 @@ export async function referenceLogprobs(model: CausalLM, context: ArrayLike<numb
     let max = -Infinity;
     for (let v = 0; v < V; v++) max = Math.max(max, logits[row + v]!);
     let sum = 0;
-    for (let v = 0; v < V; v++) sum += Math.exp(logits[row + v]! - max);
-    out[t] = logits[row + target[t]!]! - max - Math.log(sum);
+    for (let v = 0; v < V; v++) sum += Math.exp((logits[row + v]! - max) / temperature);
+    out[t] = (logits[row + target[t]!]! - max) / temperature - Math.log(sum);
   }
   return out;
 }
