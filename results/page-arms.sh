@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 46: MemPO against GRPO in the embedded page world (docs/experiments.md "Where memory matters").
-# Each arm trains from the shipped model (models/mempo-tiny) on the page world's default training split
+# Each arm trains from the model shipped from 2026-12-04 to 2026-12-07 (paged-stream, taken from git at 0ded60e:
+# the model shipped since then is one such RL run) on the page world's default training split
 # (`train,train-pages` interleaved, shuffled with the arm's seed), the same steps, questions and budget in
 # every arm; only --no-memory-reward differs. Then its last checkpoint is evaluated on held-out questions,
 # greedy, `memory` policy (results/pages-eval.sh: the 200 test page questions, the 400 old-kind test
@@ -16,6 +17,13 @@ threads=${THREADS:-2}
 arms=("$@")
 [ ${#arms[@]} -gt 0 ] || arms=(grpo mempo grpo-s2 mempo-s2)
 mkdir -p out/page-arms results/page-arms
+source results/model-at.sh
+start=out/page-arms/paged-stream-model
+if [ ! -f "$start/manifest.json" ]; then  # whole or not at all (a clone made with --depth 1 lacks 0ded60e)
+  rm -rf "$start" "$start.tmp"
+  model_at 0ded60e "$start.tmp"
+  mv "$start.tmp" "$start"
+fi
 # 8 questions x 8 samples per step, at most 12 rounds (a page question takes a search, an access and up to
 # three reading rounds before its answer), the default 1,024-token response budget; an evaluation on 50 dev
 # questions every 12 steps gives the curves.
@@ -38,7 +46,7 @@ for a in "${arms[@]}"; do
         resume=()
         compgen -G "$dir/checkpoints/step-*/trainer.json" > /dev/null && resume=(--resume)
         echo "$(date -u +%FT%TZ) page arm $a: ${STEPS} steps, seed $seed ${resume[*]}" >&2
-        node dist/cli/main.js train --out "$dir" --seed "$seed" "${common[@]}" "${extra[@]}" "${resume[@]}"
+        node dist/cli/main.js train --model "$start" --out "$dir" --seed "$seed" "${common[@]}" "${extra[@]}" "${resume[@]}"
         cp "$dir/metrics.jsonl" "results/page-arms/$a-metrics.jsonl.tmp" && mv "results/page-arms/$a-metrics.jsonl.tmp" "results/page-arms/$a-metrics.jsonl" ;;
       eval)
         model=$dir/checkpoints/step-$STEPS
