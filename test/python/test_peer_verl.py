@@ -232,9 +232,11 @@ class VerlOnMempoBatch(unittest.TestCase):
         torch = self.torch
         self.close(torch.tensor(ours["loss"], dtype=torch.float32), loss, what + " loss")
         self.close(torch.tensor(ours["grad"]).view(grad.shape), grad, what + " grad", atol=1e-7)
-        self.close(torch.tensor(ours["kl"]), torch.tensor(metrics["kl_loss"]), what + " kl")
-        self.close(torch.tensor(ours["clipFrac"]), torch.tensor(metrics["actor/pg_clipfrac"]), what + " clipfrac")
-        self.close(torch.tensor(ours["approxKl"]), torch.tensor(metrics["actor/ppo_kl"]), what + " ppo_kl")
+        # float(): a metric that is exactly 0 arrives from JSON as the int 0 (the shipped RL model's batch clips nothing)
+        scalar = lambda x: torch.tensor(float(x), dtype=torch.float32)
+        self.close(scalar(ours["kl"]), scalar(metrics["kl_loss"]), what + " kl")
+        self.close(scalar(ours["clipFrac"]), scalar(metrics["actor/pg_clipfrac"]), what + " clipfrac")
+        self.close(scalar(ours["approxKl"]), scalar(metrics["actor/ppo_kl"]), what + " ppo_kl")
 
     def test_policy_loss_equals_verls_actor_loss(self):
         logp, ref = self.inputs()
