@@ -17,14 +17,14 @@
 // Kernels (src/kernels): outcome reward §3, memory reward §4, advantages §5, loss §6, the backend.
 export {
   backend, setBackend, nativeLoadErrors, nativeInfo, uploadToDevice, gatherLogProbsOnDevice,
-  extractSolution, normalizeAnswer, emCheck, f1Score, validateFormat, computeScore,
+  extractSolution, normalizeAnswer, emCheck, f1Score, itemF1, METRICS, validateFormat, computeScore,
   gatherLogProbs, answerProbability, memoryRewards,
   grpoOutcomeAdvantage, memoryAdvantage, finalAdvantage, groupNormalize,
   ppoPolicyLoss, AGG_MODES, KL_TYPES,
 } from './kernels';
 export { mempoAdvantages, type MempoAdvantagesInput, type MempoAdvantages } from './kernels'; // §5 in one pass
 export type {
-  Backend, NativeDeviceBuffer, NativeInfo, FormatResult, ComputeScoreOptions, AnswerProbabilityOptions, MemoryRewards,
+  Backend, NativeDeviceBuffer, NativeInfo, FormatResult, ComputeScoreOptions, Metric, AnswerProbabilityOptions, MemoryRewards,
   GroupNormOptions, OutcomeAdvantageOptions, ResultOptions, MemoryAdvantageOptions, MemGrouping, PpoPolicyLossInput, PpoPolicyLossResult, AggMode, KlType,
 } from './kernels';
 

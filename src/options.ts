@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { ANSWER_TEMPLATE } from './protocol/answer';
 import { DEFAULT_TOPK } from './retrieval/observation';
 import { MempoError } from './errors';
+import { METRICS } from './kernels/outcome-reward';
 
 /**
  * Every default that more than one layer needs, written once: the pipeline schemas below, the
@@ -145,7 +146,8 @@ export const rewardSchema = z.object({
    * null (default): the format check decides, as for any response (the cut leaves its last tag open).
    */
   budgetScore: finite().nullable().default(null),
-  metric: z.enum(['em', 'f1']).default('em'),
+  /** The outcome metric of computeScore (docs/algorithm.md §3). */
+  metric: z.enum(METRICS).default('em'),
   requireAnswer: z.boolean().default(false),
 }).strict();
 

@@ -7,6 +7,8 @@ import {
   emCheck,
   extractSolution,
   f1Score,
+  itemF1,
+  METRICS,
   finalAdvantage,
   gatherLogProbs,
   grpoOutcomeAdvantage,
@@ -30,6 +32,7 @@ import type {
   MemGrouping,
   MemoryAdvantageOptions,
   MemoryRewards,
+  Metric,
   OutcomeAdvantageOptions,
   PpoPolicyLossInput,
   PpoPolicyLossResult,
@@ -64,6 +67,10 @@ export type Signatures = [
   Expect<Equal<ReturnType<typeof emCheck>, 0 | 1>>,
   Expect<Equal<Parameters<typeof f1Score>, [string | null, string | readonly string[]]>>,
   Expect<Equal<ReturnType<typeof f1Score>, number>>,
+  Expect<Equal<Parameters<typeof itemF1>, [string | null, string | readonly string[]]>>,
+  Expect<Equal<ReturnType<typeof itemF1>, number>>,
+  Expect<Equal<typeof METRICS, readonly ['em', 'f1', 'item-f1']>>,
+  Expect<Equal<Metric, 'em' | 'f1' | 'item-f1'>>,
   Expect<Equal<Parameters<typeof validateFormat>, [string, { requireAnswer?: boolean; access?: boolean; reading?: readonly number[] }?]>>,
   Expect<Equal<ReturnType<typeof validateFormat>, FormatResult>>,
   Expect<Equal<Parameters<typeof computeScore>, [string, string | readonly string[], ComputeScoreOptions?]>>,
@@ -90,7 +97,7 @@ export type Shapes = [
   Expect<Equal<OutcomeAdvantageOptions, { eps?: number; normByStd?: boolean; out?: Float32Array }>>,
   Expect<Equal<ResultOptions, { out?: Float32Array }>>,
   Expect<Equal<AnswerProbabilityOptions, { threshold?: number }>>,
-  Expect<Equal<ComputeScoreOptions, { formatScore?: number; metric?: 'em' | 'f1'; requireAnswer?: boolean; access?: boolean; reading?: readonly number[] }>>,
+  Expect<Equal<ComputeScoreOptions, { formatScore?: number; metric?: 'em' | 'f1' | 'item-f1'; requireAnswer?: boolean; access?: boolean; reading?: readonly number[] }>>,
 ];
 
 // Calls as a trainer writes them.
@@ -157,9 +164,11 @@ normalizeAnswer(42);
 emCheck('paris', [1]);
 // @ts-expect-error pred is a string or null
 f1Score(undefined, 'paris');
+// @ts-expect-error golds are strings
+itemF1('paris', 7);
 // @ts-expect-error response must be a string
 validateFormat(['<answer>x</answer>']);
-// @ts-expect-error metric is 'em' or 'f1'
+// @ts-expect-error metric is 'em', 'f1' or 'item-f1'
 computeScore('<answer>x</answer>', 'x', { metric: 'bleu' });
 // @ts-expect-error unknown backend
 setBackend('cuda');

@@ -20,6 +20,8 @@ const KERNEL_FUNCTIONS = [
   'normalizeAnswer',
   'emCheck',
   'f1Score',
+  'itemF1',
+  'METRICS',
   'validateFormat',
   'computeScore',
   'backend',

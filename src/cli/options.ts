@@ -7,6 +7,7 @@ import { DEFAULTS, resolveOptions, type PipelineOptions } from '../options';
 import { MempoError } from '../errors';
 import { COMPLETIONS_APIS, type CompletionsApi } from '../engines/http/options';
 import { isHttpUrl } from '../validate';
+import { METRICS } from '../kernels/outcome-reward';
 
 const D = resolveOptions({});
 
@@ -71,7 +72,7 @@ export interface CommandDefaults {
 export function addPipelineOptions(cmd: Command, defaults: CommandDefaults = {}): Command {
   const r = D.rollout;
   const m = D.memory;
-  const add = (flags: string, desc: string, parse?: (v: string) => unknown, def?: unknown, choices?: string[]) => {
+  const add = (flags: string, desc: string, parse?: (v: string) => unknown, def?: unknown, choices?: readonly string[]) => {
     const o = new Option(flags, desc);
     if (choices) o.choices(choices);
     if (parse) o.argParser(parse as (v: string, p: unknown) => unknown);
@@ -122,7 +123,7 @@ export function addPipelineOptions(cmd: Command, defaults: CommandDefaults = {})
   // Outcome reward (docs/algorithm.md §3) and advantages (docs/algorithm.md §5)
   add('--format-score <x>', 'score of a response with an invalid format', num(), D.reward.formatScore);
   add('--budget-score <x>', "score of a trajectory stopped by the response budget ('none': the format check decides)", numOrNone, D.reward.budgetScore ?? 'none');
-  add('--metric <m>', 'outcome metric', undefined, D.reward.metric, ['em', 'f1']);
+  add('--metric <m>', 'outcome metric: em, f1 (token F1) or item-f1 (F1 over the comma-separated items)', undefined, D.reward.metric, METRICS);
   add('--require-answer', 'a response without an <answer> round has an invalid format');
   add('--eps <x>', 'added to the group std', nonNeg, D.advantage.eps);
   add('--no-norm-by-std', 'advantage = score - group mean (no division by the std)');

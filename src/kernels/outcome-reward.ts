@@ -1,6 +1,6 @@
 /**
  * Outcome reward (docs/algorithm.md §3, verl/Search-R1 `qa_em` semantics): answer extraction, SQuAD-style
- * normalisation, exact match and token F1, the round-format check and the final score.
+ * normalisation, exact match, token F1 and item F1, the round-format check and the final score.
  */
 import { checkOptions, optBoolean, optEnum, optNumber, typeError } from '../validate';
 import { responseFormatError } from '../protocol/response';
@@ -49,7 +49,7 @@ export function emCheck(pred: string | null, golds: string | readonly string[]):
   return list.some((g) => normalizeAnswer(g) === p) ? 1 : 0;
 }
 
-function tokenF1(pred: string[], gold: string[]): number {
+function multisetF1(pred: readonly string[], gold: readonly string[]): number {
   if (pred.length === 0 || gold.length === 0) return pred.length === gold.length ? 1 : 0;
   const counts = new Map<string, number>();
   for (const t of gold) counts.set(t, (counts.get(t) ?? 0) + 1);
@@ -74,9 +74,34 @@ export function f1Score(pred: string | null, golds: string | readonly string[]):
   if (typeof pred !== 'string') throw typeError('a string or null', 'pred', pred);
   const p = normalizeAnswer(pred).split(' ').filter(Boolean);
   let best = 0;
-  for (const g of list) best = Math.max(best, tokenF1(p, normalizeAnswer(g).split(' ').filter(Boolean)));
+  for (const g of list) best = Math.max(best, multisetF1(p, normalizeAnswer(g).split(' ').filter(Boolean)));
   return best;
 }
+
+/** The comma-separated items of an answer, each normalised; empty items dropped. */
+function answerItems(s: string): string[] {
+  return s.split(',').map(normalizeAnswer).filter((w) => w.length > 0);
+}
+
+/**
+ * F1 over the comma-separated items of the prediction and of each gold (a multiset; an item matches only
+ * whole, after normalizeAnswer), best over the golds. A one-item answer to a one-item gold scores its EM:
+ * a name copied half right earns nothing, where token F1 gives it 0.5; an answer to several objectives
+ * earns the share it named exactly.
+ */
+export function itemF1(pred: string | null, golds: string | readonly string[]): number {
+  const list = goldList(golds);
+  if (pred === null) return 0;
+  if (typeof pred !== 'string') throw typeError('a string or null', 'pred', pred);
+  const p = answerItems(pred);
+  let best = 0;
+  for (const g of list) best = Math.max(best, multisetF1(p, answerItems(g)));
+  return best;
+}
+
+/** The outcome metrics of computeScore (`reward.metric`). */
+export const METRICS = ['em', 'f1', 'item-f1'] as const;
+export type Metric = (typeof METRICS)[number];
 
 /** `round`: the 1-based round of the first error (0: the response has no round). */
 export type FormatResult = { valid: true } | { valid: false; reason: string; round: number };
@@ -112,8 +137,8 @@ export function validateFormat(response: string, opts?: { requireAnswer?: boolea
 export interface ComputeScoreOptions {
   /** Score of a response whose format is invalid (default 0). */
   formatScore?: number;
-  /** 'em' (default, docs/algorithm.md §3) or 'f1'. */
-  metric?: 'em' | 'f1';
+  /** 'em' (default, docs/algorithm.md §3), 'f1' (token F1) or 'item-f1' (F1 over the answer's comma-separated items). */
+  metric?: Metric;
   /** Passed to validateFormat (default false). */
   requireAnswer?: boolean;
   /** Passed to validateFormat: the agent has the page tool, `<access>` is an action (default false). */
@@ -126,12 +151,12 @@ export interface ComputeScoreOptions {
 export function computeScore(response: string, golds: string | readonly string[], opts?: ComputeScoreOptions): number {
   const o = checkOptions(opts, 'opts', ['formatScore', 'metric', 'requireAnswer', 'access', 'reading']);
   const formatScore = optNumber(o, 'formatScore', 'opts', 0, Number.isFinite, 'a finite number');
-  const metric = optEnum(o, 'metric', 'opts', ['em', 'f1'] as const, 'em');
+  const metric = optEnum(o, 'metric', 'opts', METRICS, 'em');
   const requireAnswer = optBoolean(o, 'requireAnswer', 'opts', false);
   const access = optBoolean(o, 'access', 'opts', false);
   goldList(golds);
   const reading = o['reading'] as readonly number[] | undefined;
   if (!validateFormat(response, { requireAnswer, access, ...(reading !== undefined ? { reading } : {}) }).valid) return formatScore;
   const pred = extractSolution(response);
-  return metric === 'em' ? emCheck(pred, golds) : f1Score(pred, golds);
+  return metric === 'em' ? emCheck(pred, golds) : metric === 'f1' ? f1Score(pred, golds) : itemF1(pred, golds);
 }

@@ -1,4 +1,4 @@
-import { computeScore, emCheck, extractSolution, f1Score, normalizeAnswer, parseRoundOutput, validateFormat } from '../../src';
+import { computeScore, emCheck, extractSolution, f1Score, itemF1, normalizeAnswer, parseRoundOutput, validateFormat } from '../../src';
 import { parseRound } from '../../src/protocol/round';
 import { ROUND_CASES, verdict } from '../protocol/round-cases';
 
@@ -46,6 +46,34 @@ describe('emCheck and f1Score', () => {
   it('rejects empty or non-string golds', () => {
     expect(() => emCheck('x', [])).toThrow('Expected a string or a non-empty array of strings for golds');
     expect(() => f1Score('x', [1 as unknown as string])).toThrow(TypeError);
+    expect(() => itemF1('x', [])).toThrow('Expected a string or a non-empty array of strings for golds');
+    expect(() => itemF1(3 as unknown as string, 'x')).toThrow('Expected a string or null for pred');
+  });
+});
+
+describe('itemF1', () => {
+  it('is the EM of a one-item answer: a name half right earns nothing (token F1 gives it 0.5)', () => {
+    expect(itemF1('Zamje Sethhan', ['Zamje Drokruth'])).toBe(0);
+    expect(f1Score('Zamje Sethhan', ['Zamje Drokruth'])).toBeCloseTo(0.5, 10);
+    expect(itemF1('the Zamje  Drokruth.', 'Zamje Drokruth')).toBe(1);
+    expect(itemF1('True', 'yes')).toBe(1);
+    expect(itemF1(null, 'x')).toBe(0);
+  });
+  it('scores the share of the items named exactly, in any order', () => {
+    const gold = ['Zusje Studio, Geveim Press'];
+    expect(itemF1('geveim press, Zusje Studio', gold)).toBe(1);
+    // 1 of 1 predicted right, 1 of 2 golds named: P = 1, R = 1/2, F1 = 2/3
+    expect(itemF1('Zusje Studio', gold)).toBeCloseTo(2 / 3, 10);
+    // 2 of 3 predicted right, 2 of 2 named: P = 2/3, R = 1, F1 = 0.8
+    expect(itemF1('Zusje Studio, Foo Bar, Geveim Press', gold)).toBeCloseTo(0.8, 10);
+    // a half-right item counts as wrong: P = 1/2, R = 1/2
+    expect(itemF1('Zusje Studio, Geveim Books', gold)).toBeCloseTo(0.5, 10);
+    // a repeated item matches one gold item once
+    expect(itemF1('Zusje Studio, Zusje Studio', gold)).toBeCloseTo(0.5, 10);
+    expect(itemF1(' , ', gold)).toBe(0);
+  });
+  it('takes the best gold', () => {
+    expect(itemF1('a1, b2', ['c3', 'a1, b2, d4'])).toBeCloseTo(0.8, 10);
   });
 });
 
@@ -117,15 +145,18 @@ describe('computeScore', () => {
   it('is formatScore for an empty answer', () => {
     expect(computeScore(round('<answer> </answer>'), ['paris'], { formatScore: 0.1 })).toBe(0.1);
   });
-  it('supports the f1 metric', () => {
+  it('supports the f1 and item-f1 metrics', () => {
     expect(computeScore(good, ['paris france'], { metric: 'f1' })).toBeCloseTo(2 / 3, 10);
+    expect(computeScore(good, ['paris france'], { metric: 'item-f1' })).toBe(0);
+    expect(computeScore(good, ['Paris, Rome'], { metric: 'item-f1' })).toBeCloseTo(2 / 3, 10);
+    expect(computeScore('<answer>Paris</answer>', ['Paris, Rome'], { metric: 'item-f1', formatScore: -1 })).toBe(-1);
   });
   it('rejects unknown options with a hint', () => {
     expect(() => computeScore(good, ['x'], { formatscore: 1 } as never)).toThrow(
       'Unknown option "formatscore" in opts: misspelled option "formatscore" should be "formatScore"',
     );
     expect(() => computeScore(good, ['x'], { metric: 'bleu' } as never)).toThrow(
-      "Expected one of 'em', 'f1' for opts.metric but received \"bleu\"",
+      "Expected one of 'em', 'f1', 'item-f1' for opts.metric but received \"bleu\"",
     );
   });
 });
