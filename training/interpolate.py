@@ -1,6 +1,9 @@
 """Interpolate the weights of two model directories of the same architecture (WiSE-FT; a "model soup" of
 two RL runs from one start): OUT/model.onnx = (1 - LAMBDA) * A + LAMBDA * B on every float initializer,
-the graph and every other file (config, tokenizer) from B, and a manifest.json over them.
+the graph and every other file (config, tokenizer) from B, and a manifest.json over them (named as B's).
+config.json's `mempo` records `interpolate: {a, b, lambda}`; where both models hold the `rl` record of
+training/rl-export.mjs, `rl` becomes the list of both models' runs and `rl_weights` each run's share of
+the weights (so averaging a third run in with LAMBDA = 1/3 lists three runs, each 1/3).
 
     python3 training/interpolate.py A B LAMBDA OUT
 
@@ -9,6 +12,7 @@ LAMBDA is not in [0, 1], or when the two models' initializers differ in name, sh
 non-float initializers differ in value (an interpolation of two different architectures means nothing).
 The sum runs in float64 and is rounded once to the initializer's dtype.
 """
+import json
 import os
 import shutil
 import sys
@@ -35,6 +39,42 @@ def initializers(path: str):
     return model, {t.name: t for t in model.graph.initializer}
 
 
+def read_json(path: str):
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        fail(f"{path}: cannot read it ({e})")
+
+
+def rl_runs(config):
+    """The (record, share) pairs of a config's RL runs: one record, or a list with rl_weights."""
+    mempo = (config or {}).get("mempo") or {}
+    rl = mempo.get("rl")
+    if rl is None:
+        return None
+    if isinstance(rl, list):
+        return list(zip(rl, mempo.get("rl_weights") or [1 / len(rl)] * len(rl)))
+    return [(rl, 1.0)]
+
+
+def merged_config(a_dir: str, b_dir: str, lam: float):
+    a_cfg = read_json(os.path.join(a_dir, "config.json"))
+    cfg = read_json(os.path.join(b_dir, "config.json"))
+    if cfg is None:
+        return None
+    mempo = dict(cfg.get("mempo") or {})
+    a_runs, b_runs = rl_runs(a_cfg), rl_runs(cfg)
+    if a_runs is not None and b_runs is not None:
+        runs = [(r, (1 - lam) * w) for r, w in a_runs] + [(r, lam * w) for r, w in b_runs]
+        mempo["rl"] = [r for r, _ in runs]
+        mempo["rl_weights"] = [round(w, 6) for _, w in runs]
+    mempo["interpolate"] = {"a": a_dir, "b": b_dir, "lambda": lam}
+    return {**cfg, "mempo": mempo}
+
+
 def interpolate(a_dir: str, b_dir: str, lam: float, out: str) -> int:
     _, a_init = initializers(os.path.join(a_dir, "model.onnx"))
     b_model, b_init = initializers(os.path.join(b_dir, "model.onnx"))
@@ -59,10 +99,16 @@ def interpolate(a_dir: str, b_dir: str, lam: float, out: str) -> int:
     os.makedirs(tmp)
     try:
         for f in FILES:
-            if os.path.isfile(os.path.join(b_dir, f)):
+            if f != "config.json" and os.path.isfile(os.path.join(b_dir, f)):
                 shutil.copyfile(os.path.join(b_dir, f), os.path.join(tmp, f))
+        cfg = merged_config(a_dir, b_dir, lam)
+        if cfg is not None:
+            with open(os.path.join(tmp, "config.json"), "w") as f:
+                json.dump(cfg, f, indent=2)
+                f.write("\n")
         onnx.save(b_model, os.path.join(tmp, "model.onnx"))
-        write_manifest(tmp, os.path.basename(os.path.normpath(out)), writer="training/interpolate.py")
+        name = (read_json(os.path.join(b_dir, "manifest.json")) or {}).get("name") or os.path.basename(os.path.normpath(out))
+        write_manifest(tmp, name, writer="training/interpolate.py")
         os.rename(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

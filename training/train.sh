@@ -20,11 +20,13 @@
 #      MemPO arm of docs/experiments.md ("Where memory matters"): 8 questions x 8 samples a step, at most 12
 #      rounds, the default training split and budget, RL_STEPS steps (default 48), seed RL_SEED (default 1);
 #      RL_FORMAT_SCORE, RL_BUDGET_SCORE and RL_FORMAT_PENALTY set --format-score (default 0), --budget-score
-#      (default none) and --format-penalty (default 1: the round that broke the format, not the trajectory), RL_METRIC
-#      the outcome --metric (default f1: a question of several objectives, which EM almost never credits, still
-#      ranks its samples); training/README.md "RL: MemPO itself" for what each did.
-#      Its last checkpoint's model files make training/out/rl, refused if its greedy dev check fell by more
-#      than 5 of 50 questions, or its greedy EM on 50 dev page questions did.
+#      (default none) and --format-penalty (default 1: the round that broke the format, not the trajectory);
+#      one run per outcome --metric in RL_METRICS (default f1: a question of several objectives, which EM almost
+#      never credits, still ranks its samples; "f1 item-f1" runs item-f1 too, which pays nothing for a name copied
+#      half right), each about 47 min on 2 cores; training/README.md "RL: MemPO itself" for what each did. Each
+#      run's last checkpoint's model files make training/out/rl-METRIC, refused if its greedy dev check fell by more
+#      than 5 of 50 questions, or its greedy EM on 50 dev page questions did; with several runs, their weights
+#      averaged (training/interpolate.py, python3 with requirements.txt's onnx) make training/out/rl.
 # STAGES="pages2 pages-repair" runs those stages alone, from the directories of the earlier ones.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -156,22 +158,39 @@ for stage in ${STAGES:-stage1 stage2 repair${pages:+ pages1 pages2 pages-repair 
       [ -n "$pages" ] || { echo "train.sh: rl needs page questions (PAGE_QUESTIONS=0 is the search-only recipe)" >&2; exit 2; }
       check $out/pages-repair
       rl_steps=${RL_STEPS:-48}
-      resume=()  # `mempo train` continues its own checkpoints; only --steps may change on --resume
-      compgen -G "$out/run-rl/checkpoints/step-*/trainer.json" > /dev/null && resume=(--resume)
-      node dist/cli/main.js train --model $out/pages-repair --out $out/run-rl --seed ${RL_SEED:-1} --shuffle \
-        --steps $rl_steps --questions-per-step 8 -n 8 --max-turns 12 --eval-every 12 --eval-questions 50 \
-        --format-score ${RL_FORMAT_SCORE:-0} --budget-score ${RL_BUDGET_SCORE:-none} --format-penalty ${RL_FORMAT_PENALTY:-1} --metric ${RL_METRIC:-f1} --threads 2 --quiet "${resume[@]}"
+      read -r -a metrics <<< "${RL_METRICS-f1}"
+      [ ${#metrics[@]} -gt 0 ] || { echo "train.sh: RL_METRICS names no outcome metric" >&2; exit 2; }
       # The dev check in metrics.jsonl asks the old kinds only; RL must not cost the page tool either: 50 dev page
-      # questions, greedy, before and after (a run that stopped opening pages answered none of them).
-      for m in before after; do
-        dir=$out/pages-repair
-        [ $m = before ] || dir=$out/run-rl/checkpoints/step-$rl_steps
-        node dist/cli/main.js eval --model $dir "${page_world[@]}" --split dev-pages --limit 50 --max-turns 12 \
-          --threads 2 --quiet --force --json --out $out/rl-pages-$m > $out/rl-pages-$m.json.tmp
-        mv $out/rl-pages-$m.json.tmp $out/rl-pages-$m.json
+      # questions, greedy, before and after each run (a run that stopped opening pages answered none of them).
+      page_check() {  # page_check MODEL NAME → $out/rl-pages-NAME.json
+        node dist/cli/main.js eval --model $1 "${page_world[@]}" --split dev-pages --limit 50 --max-turns 12 \
+          --threads 2 --quiet --force --json --out $out/rl-pages-$2 > $out/rl-pages-$2.json.tmp
+        mv $out/rl-pages-$2.json.tmp $out/rl-pages-$2.json
+      }
+      page_check $out/pages-repair before
+      k=0
+      for metric in "${metrics[@]}"; do
+        run=$out/run-rl-$metric
+        resume=()  # `mempo train` continues its own checkpoints; only --steps may change on --resume
+        compgen -G "$run/checkpoints/step-*/trainer.json" > /dev/null && resume=(--resume)
+        node dist/cli/main.js train --model $out/pages-repair --out $run --seed ${RL_SEED:-1} --shuffle \
+          --steps $rl_steps --questions-per-step 8 -n 8 --max-turns 12 --eval-every 12 --eval-questions 50 \
+          --format-score ${RL_FORMAT_SCORE:-0} --budget-score ${RL_BUDGET_SCORE:-none} --format-penalty ${RL_FORMAT_PENALTY:-1} --metric $metric --threads 2 --quiet "${resume[@]}"
+        page_check $run/checkpoints/step-$rl_steps after-$metric
+        fresh_dir $out/rl-$metric
+        node training/rl-export.mjs $run $rl_steps $out/pages-repair $out/rl-$metric $out/rl-pages-before.json $out/rl-pages-after-$metric.json
+        # the runs' weights averaged, each 1/k (training/README.md "Item F1, and the two runs averaged")
+        k=$((k + 1))
+        if [ $k = 1 ]; then
+          avg=$out/rl-$metric
+        else
+          rm -rf $out/rl-avg$k
+          python3 training/interpolate.py $avg $out/rl-$metric "$(node -e "console.log(1 / $k)")" $out/rl-avg$k
+          avg=$out/rl-avg$k
+        fi
       done
-      fresh_dir $out/rl
-      node training/rl-export.mjs $out/run-rl $rl_steps $out/pages-repair $out/rl $out/rl-pages-before.json $out/rl-pages-after.json
+      rm -rf $out/rl
+      cp -r $avg $out/rl
       install $out/rl ;;
     *) echo "train.sh: unknown stage $stage (stage1, stage2, repair, pages1, pages2, pages-repair, rl)" >&2; exit 2 ;;
   esac

@@ -65,7 +65,7 @@ class Interpolate(unittest.TestCase):
         np.testing.assert_array_equal(w["w"], np.array([[1.5, 1.5], [2.0, -2.0]], np.float32))
         np.testing.assert_array_equal(w["idx"], np.array([1, 0], np.int64))
         with open(os.path.join(out, "config.json")) as f:
-            self.assertEqual(json.load(f), {"from": "b"})
+            self.assertEqual(json.load(f), {"from": "b", "mempo": {"interpolate": {"a": self.a, "b": self.b, "lambda": 0.25}}})
         with open(os.path.join(out, "manifest.json")) as f:
             man = json.load(f)
         self.assertEqual(sorted(man["files"]), ["config.json", "model.onnx", "tokenizer.json"])
@@ -77,6 +77,28 @@ class Interpolate(unittest.TestCase):
             end = os.path.join(self.tmp, "end" + lam)
             self.assertEqual(self.run_tool(self.a, self.b, lam, end).returncode, 0)
             np.testing.assert_array_equal(self.weights(end)["w"], self.weights(src)["w"])
+
+    def test_the_rl_records_of_averaged_runs(self):
+        dirs = []
+        for i, metric in enumerate(["f1", "item-f1", "em"]):
+            d = os.path.join(self.tmp, "run" + str(i))
+            write_model(d, [[float(i), 0.0], [0.0, 0.0]], [1, 0], {"mempo": {"num_parameters": 4, "rl": {"metric": metric}}})
+            with open(os.path.join(d, "manifest.json"), "w") as f:
+                json.dump({"name": "mempo-tiny", "files": {}}, f)
+            dirs.append(d)
+        avg2, avg3 = os.path.join(self.tmp, "avg2"), os.path.join(self.tmp, "avg3")
+        self.assertEqual(self.run_tool(dirs[0], dirs[1], "0.5", avg2).returncode, 0)
+        r = self.run_tool(avg2, dirs[2], str(1 / 3), avg3)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(avg3, "config.json")) as f:
+            mempo = json.load(f)["mempo"]
+        self.assertEqual(mempo["num_parameters"], 4)
+        self.assertEqual(mempo["rl"], [{"metric": "f1"}, {"metric": "item-f1"}, {"metric": "em"}])
+        self.assertEqual(mempo["rl_weights"], [0.333333, 0.333333, 0.333333])
+        # (0 + 1) / 2 * 2/3 + 2 * 1/3 = 1 (float32 rounding of 1/3 aside)
+        self.assertAlmostEqual(float(self.weights(avg3)["w"][0, 0]), 1.0, places=6)
+        with open(os.path.join(avg3, "manifest.json")) as f:
+            self.assertEqual(json.load(f)["name"], "mempo-tiny")
 
     def refused(self, args, message):
         r = self.run_tool(*args)

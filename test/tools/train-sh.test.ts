@@ -67,6 +67,8 @@ function fakeTrainIn(dir: string, env: NodeJS.ProcessEnv) {
   mkdirSync(join(dir, 'bin'), { recursive: true });
   const log = join(dir, 'args.log');
   writeFileSync(join(dir, 'bin', 'python3'), ['#!/bin/sh', '[ "$1" = "-c" ] && exit 0', `echo "$*" >> ${JSON.stringify(log)}`,
+    // training/interpolate.py A B LAMBDA OUT (test/python/test_training_interpolate.py tests it): OUT is B's files and a marker
+    '[ "$1" = training/interpolate.py ] && mkdir "$5" && cp "$3"/* "$5"/ && echo "$2 $3 $4" > "$5/averaged" && exit 0',
     'while [ $# -gt 0 ]; do [ "$1" = "--export-dir" ] && mkdir -p "$2" && echo "{\\"mempo\\":{\\"dev_round_exact_match\\":{\\"memory\\":0.5}},\\"dir\\":\\"$2\\"}" > "$2/config.json"; shift; done', ''].join('\n'), { mode: 0o755 });
   const e: NodeJS.ProcessEnv = { ...process.env, ...env, PATH: `${join(dir, 'bin')}:${process.env.PATH ?? ''}` };
   for (const k of ['PAGE_QUESTIONS', 'STAGE1_STEPS', 'PAGES1_STEPS']) if (!(k in env)) delete e[k];
@@ -165,6 +167,11 @@ test('the repairs: bundles under `memory` in both worlds; pages-repair adds 3-ho
  * from 0.86 at step 0 to `after` (each --resume run logs again and rewrites them); its `eval --json` prints
  * EM 0.26 for pages-repair and `pagesAfter` for any other model.
  */
+const pageEval = (model: string, m: string) => `eval --model ${model} --corpus data/world/corpus-pages.jsonl --pages data/world/pages.jsonl ` +
+  `--page-chunk-chars 1000 --split dev-pages --limit 50 --max-turns 12 --threads 2 --quiet --force --json --out training/out/rl-pages-${m}\n`;
+const rlTrain = (metric: string, steps: number) => `train --model training/out/pages-repair --out training/out/run-rl-${metric} --seed 1 --shuffle ` +
+  `--steps ${steps} --questions-per-step 8 -n 8 --max-turns 12 --eval-every 12 --eval-questions 50 --format-score 0 --budget-score none --format-penalty 1 --metric ${metric} --threads 2 --quiet\n`;
+
 function rlScratch(after: number, pagesAfter = 0.3): string {
   const dir = scratch({ 'pages-repair': 0.5 });
   copyFileSync(join(ROOT, 'training', 'rl-export.mjs'), join(dir, 'training', 'rl-export.mjs'));
@@ -195,11 +202,9 @@ test('rl: `mempo train` from pages-repair with the MemPO arm settings; its last 
   const dir = rlScratch(0.84);
   const r = fakeTrainIn(dir, { STAGES: 'rl', RL_STEPS: '4' });
   expect([r.code, r.err]).toEqual([0, expect.stringContaining('greedy dev check 0.86 -> 0.84, dev page questions 0.26 -> 0.3')]);
-  const pageEval = (model: string, m: string) => `eval --model ${model} --corpus data/world/corpus-pages.jsonl --pages data/world/pages.jsonl ` +
-    `--page-chunk-chars 1000 --split dev-pages --limit 50 --max-turns 12 --threads 2 --quiet --force --json --out training/out/rl-pages-${m}\n`;
-  expect(readFileSync(join(dir, 'mempo.log'), 'utf8')).toBe('train --model training/out/pages-repair --out training/out/run-rl --seed 1 --shuffle ' +
-    '--steps 4 --questions-per-step 8 -n 8 --max-turns 12 --eval-every 12 --eval-questions 50 --format-score 0 --budget-score none --format-penalty 1 --metric f1 --threads 2 --quiet\n' +
-    pageEval('training/out/pages-repair', 'before') + pageEval('training/out/run-rl/checkpoints/step-4', 'after'));
+  expect(readFileSync(join(dir, 'mempo.log'), 'utf8')).toBe(pageEval('training/out/pages-repair', 'before') + rlTrain('f1', 4) +
+    pageEval('training/out/run-rl-f1/checkpoints/step-4', 'after-f1'));
+  expect(r.args.filter((a) => a.includes('interpolate'))).toEqual([]);
   const model = join(dir, 'models/mempo-tiny');
   expect(readFileSync(join(model, 'model.onnx'), 'utf8')).toBe('rl model.onnx');
   expect(existsSync(join(model, 'learner.safetensors'))).toBe(false);
@@ -212,12 +217,33 @@ test('rl: `mempo train` from pages-repair with the MemPO arm settings; its last 
   // run again with more steps: the run continues (--resume), only --steps changed
   const again = fakeTrainIn(dir, { STAGES: 'rl', RL_STEPS: '6', RL_SEED: '1' });
   expect(again.code).toBe(0);
-  expect(readFileSync(join(dir, 'mempo.log'), 'utf8').trimEnd().split('\n')[3]).toMatch(/^train .* --steps 6 .* --quiet --resume$/);
-  // RL_FORMAT_SCORE, RL_BUDGET_SCORE, RL_FORMAT_PENALTY and RL_METRIC reach `mempo train`, and its record
+  expect(readFileSync(join(dir, 'mempo.log'), 'utf8').trimEnd().split('\n')[4]).toMatch(/^train .* --steps 6 .* --quiet --resume$/);
+  // RL_FORMAT_SCORE, RL_BUDGET_SCORE, RL_FORMAT_PENALTY and RL_METRICS reach `mempo train`, and its record
   const env = rlScratch(0.84);
-  expect(fakeTrainIn(env, { STAGES: 'rl', RL_STEPS: '4', RL_FORMAT_SCORE: '-1', RL_BUDGET_SCORE: '0', RL_FORMAT_PENALTY: '0.5', RL_METRIC: 'em' }).code).toBe(0);
-  expect(readFileSync(join(env, 'mempo.log'), 'utf8').split('\n')[0]).toMatch(/ --format-score -1 --budget-score 0 --format-penalty 0\.5 --metric em --threads 2 --quiet$/);
+  expect(fakeTrainIn(env, { STAGES: 'rl', RL_STEPS: '4', RL_FORMAT_SCORE: '-1', RL_BUDGET_SCORE: '0', RL_FORMAT_PENALTY: '0.5', RL_METRICS: 'em' }).code).toBe(0);
+  expect(readFileSync(join(env, 'mempo.log'), 'utf8').split('\n')[1]).toMatch(/ --format-score -1 --budget-score 0 --format-penalty 0\.5 --metric em --threads 2 --quiet$/);
   expect(JSON.parse(readFileSync(join(env, 'models/mempo-tiny/config.json'), 'utf8')).mempo.rl).toMatchObject({ steps: 4, format_score: -1, budget_score: 0, metric: 'em', format_penalty: 0.5 });
+}, 30_000);
+
+test('rl: RL_METRICS="f1 item-f1" runs both, each exported and checked, and installs their average', () => {
+  const dir = rlScratch(0.84);
+  const r = fakeTrainIn(dir, { STAGES: 'rl', RL_STEPS: '4', RL_METRICS: 'f1 item-f1' });
+  expect([r.code, r.err]).toEqual([0, expect.stringContaining('rl-export: training/out/run-rl-item-f1/checkpoints/step-4 -> training/out/rl-item-f1')]);
+  expect(readFileSync(join(dir, 'mempo.log'), 'utf8')).toBe(pageEval('training/out/pages-repair', 'before') +
+    rlTrain('f1', 4) + pageEval('training/out/run-rl-f1/checkpoints/step-4', 'after-f1') +
+    rlTrain('item-f1', 4) + pageEval('training/out/run-rl-item-f1/checkpoints/step-4', 'after-item-f1'));
+  expect(r.args.filter((a) => a.includes('interpolate'))).toEqual(['training/interpolate.py training/out/rl-f1 training/out/rl-item-f1 0.5 training/out/rl-avg2']);
+  const model = join(dir, 'models/mempo-tiny');
+  expect(readFileSync(join(model, 'averaged'), 'utf8')).toBe('training/out/rl-f1 training/out/rl-item-f1 0.5\n');
+  for (const m of ['f1', 'item-f1']) {
+    expect(JSON.parse(readFileSync(join(dir, `training/out/rl-${m}/config.json`), 'utf8')).mempo.rl).toMatchObject({ metric: m, steps: 4 });
+  }
+}, 30_000);
+
+test('rl: an empty RL_METRICS is refused before any run', () => {
+  const dir = rlScratch(0.84);
+  expect(fakeTrainIn(dir, { STAGES: 'rl', RL_METRICS: ' ' })).toMatchObject({ code: 2, err: expect.stringContaining('RL_METRICS names no outcome metric') });
+  expect(existsSync(join(dir, 'mempo.log'))).toBe(false);
 }, 30_000);
 
 test('rl: a run whose greedy dev check, or its EM on dev page questions, fell by more than 5 of 50 questions does not replace the model', () => {
