@@ -18,7 +18,7 @@ const row = (what: string) => {
 };
 const pct = (x: number) => (100 * x).toFixed(1);
 // the shipped model's name in results/ (results/README.md: `bash results/pages-eval.sh NAME models/mempo-tiny`)
-const NAME = 'f1-s1-48';
+const NAME = 'soup05';
 
 describe('README "Measured figures" agree with their sources', () => {
   it('npm start: the summary.json shown in docs/experiments.md', () => {

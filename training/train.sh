@@ -21,12 +21,12 @@
 #      rounds, the default training split and budget, RL_STEPS steps (default 48), seed RL_SEED (default 1);
 #      RL_FORMAT_SCORE, RL_BUDGET_SCORE and RL_FORMAT_PENALTY set --format-score (default 0), --budget-score
 #      (default none) and --format-penalty (default 1: the round that broke the format, not the trajectory);
-#      one run per outcome --metric in RL_METRICS (default f1: a question of several objectives, which EM almost
-#      never credits, still ranks its samples; "f1 item-f1" runs item-f1 too, which pays nothing for a name copied
-#      half right), each about 47 min on 2 cores; training/README.md "RL: MemPO itself" for what each did. Each
-#      run's last checkpoint's model files make training/out/rl-METRIC, refused if its greedy dev check fell by more
-#      than 5 of 50 questions, or its greedy EM on 50 dev page questions did; with several runs, their weights
-#      averaged (training/interpolate.py, python3 with requirements.txt's onnx) make training/out/rl.
+#      one run per outcome --metric in RL_METRICS (default "f1 item-f1": f1 lets a question of several objectives,
+#      which EM almost never credits, still rank its samples; item-f1 pays nothing for a name copied half right),
+#      each about 50 min on 2 cores; training/README.md "RL: MemPO itself" for what each did. Each run's last
+#      checkpoint's model files make training/out/rl-METRIC, refused if its greedy dev check fell by more than 5 of
+#      50 questions, or its greedy EM on 50 dev page questions did; with several runs, their weights averaged
+#      (training/interpolate.py, python3 with requirements.txt's onnx) make training/out/rl.
 # STAGES="pages2 pages-repair" runs those stages alone, from the directories of the earlier ones.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -158,7 +158,7 @@ for stage in ${STAGES:-stage1 stage2 repair${pages:+ pages1 pages2 pages-repair 
       [ -n "$pages" ] || { echo "train.sh: rl needs page questions (PAGE_QUESTIONS=0 is the search-only recipe)" >&2; exit 2; }
       check $out/pages-repair
       rl_steps=${RL_STEPS:-48}
-      read -r -a metrics <<< "${RL_METRICS-f1}"
+      read -r -a metrics <<< "${RL_METRICS-f1 item-f1}"
       [ ${#metrics[@]} -gt 0 ] || { echo "train.sh: RL_METRICS names no outcome metric" >&2; exit 2; }
       # The dev check in metrics.jsonl asks the old kinds only; RL must not cost the page tool either: 50 dev page
       # questions, greedy, before and after each run (a run that stopped opening pages answered none of them).

@@ -200,7 +200,7 @@ fs.writeFileSync(path.join(out, 'metrics.jsonl'), rows.map((r) => JSON.stringify
 
 test('rl: `mempo train` from pages-repair with the MemPO arm settings; its last checkpoint, model files only, replaces the model', () => {
   const dir = rlScratch(0.84);
-  const r = fakeTrainIn(dir, { STAGES: 'rl', RL_STEPS: '4' });
+  const r = fakeTrainIn(dir, { STAGES: 'rl', RL_STEPS: '4', RL_METRICS: 'f1' });
   expect([r.code, r.err]).toEqual([0, expect.stringContaining('greedy dev check 0.86 -> 0.84, dev page questions 0.26 -> 0.3')]);
   expect(readFileSync(join(dir, 'mempo.log'), 'utf8')).toBe(pageEval('training/out/pages-repair', 'before') + rlTrain('f1', 4) +
     pageEval('training/out/run-rl-f1/checkpoints/step-4', 'after-f1'));
@@ -215,7 +215,7 @@ test('rl: `mempo train` from pages-repair with the MemPO arm settings; its last 
   // `printf 'rl model.onnx' | sha256sum`
   expect(man.files['model.onnx']).toEqual({ sha256: 'b569fdbe29932195fb5ef9f569815a117a9963724a7db623ab85dcc7b1f568da', bytes: 13 });
   // run again with more steps: the run continues (--resume), only --steps changed
-  const again = fakeTrainIn(dir, { STAGES: 'rl', RL_STEPS: '6', RL_SEED: '1' });
+  const again = fakeTrainIn(dir, { STAGES: 'rl', RL_STEPS: '6', RL_SEED: '1', RL_METRICS: 'f1' });
   expect(again.code).toBe(0);
   expect(readFileSync(join(dir, 'mempo.log'), 'utf8').trimEnd().split('\n')[4]).toMatch(/^train .* --steps 6 .* --quiet --resume$/);
   // RL_FORMAT_SCORE, RL_BUDGET_SCORE, RL_FORMAT_PENALTY and RL_METRICS reach `mempo train`, and its record
@@ -225,9 +225,9 @@ test('rl: `mempo train` from pages-repair with the MemPO arm settings; its last 
   expect(JSON.parse(readFileSync(join(env, 'models/mempo-tiny/config.json'), 'utf8')).mempo.rl).toMatchObject({ steps: 4, format_score: -1, budget_score: 0, metric: 'em', format_penalty: 0.5 });
 }, 30_000);
 
-test('rl: RL_METRICS="f1 item-f1" runs both, each exported and checked, and installs their average', () => {
+test('rl: by default (RL_METRICS "f1 item-f1") one run per metric, each exported and checked, and their average installed', () => {
   const dir = rlScratch(0.84);
-  const r = fakeTrainIn(dir, { STAGES: 'rl', RL_STEPS: '4', RL_METRICS: 'f1 item-f1' });
+  const r = fakeTrainIn(dir, { STAGES: 'rl', RL_STEPS: '4' });
   expect([r.code, r.err]).toEqual([0, expect.stringContaining('rl-export: training/out/run-rl-item-f1/checkpoints/step-4 -> training/out/rl-item-f1')]);
   expect(readFileSync(join(dir, 'mempo.log'), 'utf8')).toBe(pageEval('training/out/pages-repair', 'before') +
     rlTrain('f1', 4) + pageEval('training/out/run-rl-f1/checkpoints/step-4', 'after-f1') +
