@@ -7,7 +7,8 @@ the weights (so averaging a third run in with LAMBDA = 1/3 lists three runs, eac
 
     python3 training/interpolate.py A B LAMBDA OUT
 
-Refused, with OUT untouched (nothing is written but OUT.tmp, removed on failure), when OUT exists, when
+Refused, with OUT untouched (nothing is written but a new temporary directory beside OUT, removed on failure,
+never one that was there before), when OUT exists, when
 LAMBDA is not in [0, 1], or when the two models' initializers differ in name, shape or dtype, or their
 non-float initializers differ in value (an interpolation of two different architectures means nothing).
 The sum runs in float64 and is rounded once to the initializer's dtype.
@@ -16,6 +17,7 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 
 import numpy as np
 import onnx
@@ -94,9 +96,13 @@ def interpolate(a_dir: str, b_dir: str, lam: float, out: str) -> int:
         m = ((1 - lam) * a.astype(np.float64) + lam * b.astype(np.float64)).astype(b.dtype)
         t.CopyFrom(numpy_helper.from_array(m, t.name))
         mixed += 1
-    tmp = out + ".tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
+    parent = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(parent):
+        fail(f"{parent} is not a directory")
+    tmp = tempfile.mkdtemp(prefix="." + os.path.basename(os.path.normpath(out)) + ".", dir=parent)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's 0700 would make OUT private
     try:
         for f in FILES:
             if f != "config.json" and os.path.isfile(os.path.join(b_dir, f)):

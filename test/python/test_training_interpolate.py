@@ -122,6 +122,14 @@ class Interpolate(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn("initializer idx (int64) differs", r.stderr)
         shutil.rmtree(other)
+        # a directory named like a temporary one of an older version is the user's: left as it is
+        os.makedirs(out + ".tmp")
+        with open(os.path.join(out + ".tmp", "keep"), "w") as f:
+            f.write("mine")
+        self.assertEqual(self.run_tool(self.a, self.b, "0.5", out).returncode, 0)
+        self.assertEqual(os.listdir(out + ".tmp"), ["keep"])
+        shutil.rmtree(out)
+        shutil.rmtree(out + ".tmp")
         os.makedirs(out)
         with open(os.path.join(out, "keep"), "w") as f:
             f.write("mine")
