@@ -12,7 +12,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { fail, readBatch, row } from './batch.mjs';
+import { fail, readBatch, rng, row } from './batch.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const [mode, ...args] = process.argv.slice(2);
@@ -49,18 +49,6 @@ async function keep(name) {
     return { rounds: rds.length, memReward: mean(rds.map((rd) => rd.memReward)), pFull: mean(rds.map((rd) => rd.pFull)), pMem: mean(rds.map((rd) => rd.pMem)) };
   });
   console.log(JSON.stringify({ name, pages, old, probes }));
-}
-
-// A small seeded generator (mulberry32): the intervals are the same on every run.
-function rng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 // [label, part, numerator, denominator (null: per-question mean), format]

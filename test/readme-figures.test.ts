@@ -55,6 +55,13 @@ describe('README "Measured figures" agree with their sources', () => {
     expect(r).toContain(`peak context ${Math.round(m.contextTokens.meanPeakPerQuestion)} against ${Math.round(f.contextTokens.meanPeakPerQuestion)} tokens`);
   });
 
+  it(`the same on the 450 dev questions, against the model before RL: results/eval/{${NAME},paged-stream}-dev-old-memory.json`, () => {
+    const m = json(`results/eval/${NAME}-dev-old-memory.json`);
+    const b = json('results/eval/paged-stream-dev-old-memory.json');
+    expect([m.questions, b.questions]).toEqual([450, 450]);
+    expect(row('400 unseen test questions')).toContain(`on the 450 dev questions ${pct(m.em)} against ${pct(b.em)} %`);
+  });
+
   it(`200 unseen page questions: results/eval/${NAME}-page-questions-{memory,full}.json`, () => {
     const m = json(`results/eval/${NAME}-page-questions-memory.json`);
     const f = json(`results/eval/${NAME}-page-questions-full.json`);
