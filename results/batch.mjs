@@ -1,7 +1,7 @@
 // Reads a `mempo rollout` / `mempo eval` batch (one trajectory per JSON line), or any other JSON
 // Lines file (a run's metrics.jsonl), for the scripts in results/; a file that cannot be read or a
 // line that is not JSON ends the script with exit 2 and names the file and line. Also the one
-// Markdown table row the scripts print, and their seeded random numbers (the bootstraps).
+// Markdown table row the scripts print.
 import { readFileSync } from 'node:fs';
 
 export function fail(msg) {
@@ -33,15 +33,3 @@ export const readBatch = (file) => readJsonLines(file, 'trajectories');
 
 /** One Markdown table row. */
 export const row = (cells) => `| ${cells.join(' | ')} |`;
-
-// A small seeded generator (mulberry32): the intervals are the same on every run.
-export function rng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}

@@ -12,10 +12,12 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { fail, readBatch, rng, row } from './batch.mjs';
+import { fail, readBatch, row } from './batch.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const [mode, ...args] = process.argv.slice(2);
+// The bootstraps' draws: mulberry32 (src/rng.ts), seeded, so the intervals are the same on every run.
+const { mulberry32: rng } = await import(path.join(root, 'dist/rng.js'));
 
 async function keep(name) {
   const { Tokenizer, extractSolution, emCheck } = await import(path.join(root, 'dist/index.js'));

@@ -6,13 +6,14 @@
 // → one Markdown table row: questions | A EM | B EM | B − A | gained | lost | 95 % CI
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { fail, readBatch, rng, row } from './batch.mjs';
+import { fail, readBatch, row } from './batch.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);
 if (args.length !== 2) fail('usage: node results/paired-em.mjs A_OUT B_OUT (two `mempo eval --out` directories)');
 const { extractSolution, emCheck } = await import(path.join(root, 'dist/index.js'));
 const { scoringText } = await import(path.join(root, 'dist/pipeline/outcome-reward.js'));
+const { mulberry32: rng } = await import(path.join(root, 'dist/rng.js'));
 
 const perQuestion = (dirs) => {
   const out = new Map();
