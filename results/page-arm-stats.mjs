@@ -1,6 +1,6 @@
 // Issue 46's figures (docs/experiments.md "Where memory matters"): per-question figures of a page arm's
 // held-out evaluations (results/page-arms.sh), and MemPO against GRPO with bootstrap confidence intervals
-// across questions and seeds, so that no figure is copied by hand.
+// across questions and seeds, so that no figure is copied by hand. Both modes need the build (dist/, `npm run build`).
 //   node results/page-arm-stats.mjs keep NAME         → JSON on stdout, from out/pages-eval/NAME-{pages-memory,memory,dev}/batch.jsonl
 //   node results/page-arm-stats.mjs compare GRPO_ARMS MEMPO_ARMS   (comma-separated results/page-arms/<arm>.json, e.g. grpo,grpo-s2 mempo,mempo-s2)
 // Per question (greedy: one trajectory each): exact match; generated tokens (sampled, observations excluded)

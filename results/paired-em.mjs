@@ -3,7 +3,7 @@
 // and B − A with a 95 % bootstrap interval (10,000 resamples of the questions, one draw for both, fixed seed).
 //   node results/paired-em.mjs A_OUT B_OUT      (each a `mempo eval --out` directory, one trajectory per question,
 //                                                or several joined by commas, pooled: dev and test together)
-// → one Markdown table row: questions | A EM | B EM | B − A | gained | lost | 95 % CI
+// → one Markdown table row: questions | A EM | B EM | B − A | gained | lost | 95 % CI. Needs the build (dist/).
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { fail, readBatch, row } from './batch.mjs';
